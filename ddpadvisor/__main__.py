@@ -1,0 +1,3 @@
+from ddpadvisor.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,287 @@
+"""Command line: parse arguments and dispatch. No diagnosis logic lives here.
+
+``ddpadvisor``                 the TUI
+``ddpadvisor --json [src…]``   one JSON diagnosis on stdout
+``ddpadvisor report [src…]``   the same diagnosis as plain text
+``ddpadvisor trace|probe|kb|schema|claims …``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ddpadvisor import __version__
+from ddpadvisor.cliutil import Parser
+from ddpadvisor.errors import InputError, RunFailed
+
+SUBCOMMANDS = ("trace", "probe", "kb", "schema", "report", "claims")
+
+
+def _add_sources(p: Parser) -> None:
+    g = p.add_argument_group("evidence (combine freely)")
+    g.add_argument(
+        "--answers",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="YAML/JSON mapping of fact id to value",
+    )
+    g.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="FACT=VALUE",
+        help="one answer; repeatable; 'unknown' leaves the fact unobserved",
+    )
+    g.add_argument(
+        "--script",
+        dest="scripts",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="training script to scan statically (never executed)",
+    )
+    g.add_argument(
+        "--trace",
+        dest="traces",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="output folder of 'ddpadvisor trace'",
+    )
+    g.add_argument(
+        "--probe-results",
+        dest="probe_results",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="output folder of 'ddpadvisor probe'",
+    )
+    g.add_argument(
+        "--kb",
+        dest="kb_dirs",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="extra KB folder merged over the bundled one; repeatable",
+    )
+    g.add_argument(
+        "--gpu",
+        choices=("yes", "no", "unknown"),
+        default="unknown",
+        help="whether GPU probes can run where you are (affects next questions)",
+    )
+
+
+def _diagnose_parser() -> Parser:
+    p = Parser(
+        prog="ddpadvisor",
+        description="Rank the causes of DDP loss oscillation/divergence from evidence. Without "
+        "--json, opens the interactive TUI. Subcommands: " + ", ".join(SUBCOMMANDS) + ".",
+    )
+    p.add_argument("--version", action="version", version=f"ddpadvisor {__version__}")
+    p.add_argument("--json", action="store_true", help="print one JSON diagnosis on stdout")
+    p.add_argument(
+        "--top", type=int, default=None, metavar="N", help="list only the N most likely causes"
+    )
+    _add_sources(p)
+    return p
+
+
+def _report_parser() -> Parser:
+    p = Parser(prog="ddpadvisor report", description="Print the diagnosis as a plain-text report.")
+    p.add_argument("--markdown", action="store_true", help="Markdown instead of plain text")
+    p.add_argument("--top", type=int, default=5, metavar="N")
+    p.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="render a saved --json document instead of diagnosing",
+    )
+    _add_sources(p)
+    return p
+
+
+def _schema_parser() -> Parser:
+    p = Parser(
+        prog="ddpadvisor schema", description="Print a JSON Schema generated from the models."
+    )
+    p.add_argument("which", nargs="?", choices=("output", "kb"), default="output")
+    return p
+
+
+def _claims_parser() -> Parser:
+    p = Parser(
+        prog="ddpadvisor claims",
+        description="Check a piece of forum advice against the knowledge base.",
+    )
+    p.add_argument("text", nargs="*", help="advice to look up (words); empty lists all claims")
+    p.add_argument("--verdict", choices=("correct", "partly-correct", "myth", "harmful"))
+    p.add_argument("--kb", dest="kb_dirs", action="append", type=Path, default=[], metavar="DIR")
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def load_engine(kb_dirs: list[Path]):  # type: ignore[no-untyped-def]
+    from ddpadvisor.engine.diagnose import Engine
+    from ddpadvisor.kb.load import default_dirs, load_kb
+
+    kb = load_kb(default_dirs(kb_dirs))
+    kb.raise_first_problem()
+    return Engine(kb)
+
+
+def _sources(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from ddpadvisor.evidence.gather import Sources
+
+    return Sources(
+        answers=args.answers,
+        sets=args.sets,
+        scripts=args.scripts,
+        traces=args.traces,
+        probe_results=args.probe_results,
+    )
+
+
+def run_diagnosis(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from ddpadvisor.evidence.gather import gather
+
+    engine = load_engine(args.kb_dirs)
+    got = gather(engine.kb, _sources(args))
+    gpu = {"yes": True, "no": False}.get(args.gpu)
+    diagnosis = engine.diagnose(
+        got.observations, warnings=got.warnings, gpu_available=gpu, top=args.top
+    )
+    return diagnosis, got.failed
+
+
+def cmd_json(args: argparse.Namespace) -> int:
+    diagnosis, failed = run_diagnosis(args)
+    sys.stdout.write(diagnosis.model_dump_json(indent=2) + "\n")
+    return 3 if failed else 0
+
+
+def cmd_report(argv: list[str]) -> int:
+    from ddpadvisor.report.text import render_markdown, render_text
+
+    args = _report_parser().parse_args(argv)
+    if args.from_json:
+        from pydantic import ValidationError
+
+        from ddpadvisor.report.models import Diagnosis
+        from ddpadvisor.yamlio import load_json
+
+        data = load_json(args.from_json)
+        try:
+            diagnosis = Diagnosis.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            raise InputError(
+                f"not a ddpadvisor diagnosis: {loc}: {err['msg']}", args.from_json
+            ) from None
+        failed = False
+    else:
+        args.gpu = getattr(args, "gpu", "unknown")
+        diagnosis, failed = run_diagnosis(args)
+    render = render_markdown if args.markdown else render_text
+    sys.stdout.write(render(diagnosis, top=args.top))
+    return 3 if failed else 0
+
+
+def cmd_schema(argv: list[str]) -> int:
+    import json
+
+    args = _schema_parser().parse_args(argv)
+    if args.which == "kb":
+        from ddpadvisor.kb.schema import KBFile
+
+        schema = KBFile.model_json_schema(by_alias=True)
+    else:
+        from ddpadvisor.report.models import Diagnosis
+
+        schema = Diagnosis.model_json_schema()
+    sys.stdout.write(json.dumps(schema, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def cmd_claims(argv: list[str]) -> int:
+    from ddpadvisor.kb.claims import lookup, render_claims
+
+    args = _claims_parser().parse_args(argv)
+    engine = load_engine(args.kb_dirs)
+    found = lookup(engine.kb, " ".join(args.text), verdict=args.verdict)
+    sys.stdout.write(render_claims(found, as_json=args.json))
+    return 0
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    try:
+        from ddpadvisor.tui.app import run_tui
+    except ImportError as exc:
+        raise InputError(f"the TUI needs textual ({exc}); use --json or 'report'") from None
+    return run_tui(args)
+
+
+def _dispatch(argv: list[str]) -> int:
+    if argv and argv[0] in SUBCOMMANDS:
+        name, rest = argv[0], argv[1:]
+        handlers: dict[str, Callable[[list[str]], int]] = {
+            "report": cmd_report,
+            "schema": cmd_schema,
+            "claims": cmd_claims,
+        }
+        if name in handlers:
+            return handlers[name](rest)
+        if name == "kb":
+            from ddpadvisor.kb.cli import main as kb_main
+
+            return kb_main(rest)
+        if name == "probe":
+            from ddpadvisor.probing.cli import main as probe_main
+
+            return probe_main(rest)
+        from ddpadvisor.tracing.cli import main as trace_main
+
+        return trace_main(rest)
+    args = _diagnose_parser().parse_args(argv)
+    if args.json:
+        return cmd_json(args)
+    return cmd_tui(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _dispatch(argv)
+    except InputError as exc:
+        print(f"ddpadvisor: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except RunFailed as exc:
+        print(f"ddpadvisor: run failed: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ddpadvisor: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # never a traceback for the user; DDPADVISOR_DEBUG=1 shows it
+        if os.environ.get("DDPADVISOR_DEBUG"):
+            raise
+        print(
+            f"ddpadvisor: internal error: {type(exc).__name__}: {exc} "
+            "(set DDPADVISOR_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        return 1

@@ -1,0 +1,98 @@
+"""Single-fault posterior over causes plus a catch-all, and next-question selection.
+
+log w_i = log prior_i + sum over observed facts j of log P(class_j | cause i) / h(class_j),
+normalised over all causes and the catch-all. Facts a cause is not linked to contribute 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ddpadvisor.engine.model import CompiledModel, Path
+
+
+@dataclass(frozen=True)
+class Contribution:
+    fact: str
+    cls: str
+    log_lr: float  # natural log of P(class | cause) / P(class | no fault)
+    paths: tuple[Path, ...]
+
+
+@dataclass
+class Posterior:
+    causes: list[str]
+    probs: list[float]
+    log_weights: list[float]
+    contributions: dict[int, list[Contribution]]
+
+    def ranking(self) -> list[int]:
+        return sorted(range(len(self.causes)), key=lambda i: (-self.probs[i], self.causes[i]))
+
+    def prob(self, cause: str) -> float:
+        return self.probs[self.causes.index(cause)]
+
+    def entropy(self) -> float:
+        return -sum(p * math.log2(p) for p in self.probs if p > 0)
+
+
+def posterior(model: CompiledModel, observed: dict[str, str]) -> Posterior:
+    """``observed`` maps fact id -> class label (unobserved facts are simply absent)."""
+    logw = [math.log(p) for p in model.priors]
+    contributions: dict[int, list[Contribution]] = {}
+    for fact_id in sorted(observed):
+        table = model.facts.get(fact_id)
+        if table is None:
+            continue
+        k = table.index[observed[fact_id]]
+        h = table.healthy[k]
+        for ci, dist in table.likelihood.items():
+            lr = math.log(dist[k] / h)
+            logw[ci] += lr
+            contributions.setdefault(ci, []).append(
+                Contribution(fact_id, observed[fact_id], lr, tuple(table.paths[ci]))
+            )
+    top = max(logw)
+    ws = [math.exp(x - top) for x in logw]
+    total = sum(ws)
+    return Posterior(model.causes, [w / total for w in ws], logw, contributions)
+
+
+def _entropy(ps: list[float]) -> float:
+    return -sum(p * math.log2(p) for p in ps if p > 0)
+
+
+def expected_gain(model: CompiledModel, post: Posterior, fact_id: str) -> float:
+    """Expected reduction of the posterior's entropy (bits) from observing ``fact_id``.
+
+    Causes not linked to the fact predict h like the catch-all; their share of the entropy is
+    handled in closed form, so the cost is O(linked causes x classes).
+    """
+    table = model.facts[fact_id]
+    linked = table.likelihood
+    probs = post.probs
+    if not linked:
+        return 0.0
+    m_linked = sum(probs[i] for i in linked)
+    s_linked = sum(probs[i] * math.log2(probs[i]) for i in linked if probs[i] > 0)
+    s_all = -post.entropy()
+    m_u = max(0.0, 1.0 - m_linked)
+    s_u = s_all - s_linked
+    h_now = post.entropy()
+    expected_after = 0.0
+    for k, hk in enumerate(table.healthy):
+        pk = hk * m_u + sum(probs[i] * d[k] for i, d in linked.items())
+        if pk <= 0:
+            continue
+        # Entropy of the posterior after seeing class k.
+        acc = 0.0
+        for i, d in linked.items():
+            q = probs[i] * d[k] / pk
+            if q > 0:
+                acc += q * math.log2(q)
+        ratio = hk / pk
+        if m_u > 0:
+            acc += ratio * (s_u + math.log2(ratio) * m_u)
+        expected_after += pk * (-acc)
+    return max(0.0, h_now - expected_after)

@@ -1,0 +1,157 @@
+"""Compile the causal graph into per-fact likelihood tables.
+
+Each fact is a categorical variable over its classes. With no fault it follows the fact's
+healthy distribution h (the leak). A link "cause -> predicate S with strength q" means: with
+probability q the cause forces the fact into S (spread like h within S), otherwise it leaves
+the fact alone. On a bool fact this is exactly the noisy-OR of QMR-DT with leak h(S).
+A mechanism path multiplies strengths (cause->mechanism q1, mechanism->finding q2 gives q1*q2).
+An explicit ``p`` fixes P(S | cause) outright and is applied last.
+
+Only causes linked to a fact get a table for it; every other cause predicts h, exactly like the
+catch-all, so it drops out of that fact's likelihood ratio. That keeps inference
+O(causes + links).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ddpadvisor.kb import levels
+from ddpadvisor.kb.load import KnowledgeBase
+from ddpadvisor.kb.values import classes, healthy_distribution
+
+CATCH_ALL = "other"
+
+
+@dataclass(frozen=True)
+class Path:
+    """How a cause reaches a fact: directly or through a mechanism node."""
+
+    finding: str
+    mechanism: str | None
+    weight: float
+    explicit_p: bool
+
+    def nodes(self, cause: str) -> list[str]:
+        out = [f"cause:{cause}"]
+        if self.mechanism:
+            out.append(f"mechanism:{self.mechanism}")
+        out.append(self.finding)
+        return out
+
+
+@dataclass
+class FactTable:
+    id: str
+    classes: list[str]
+    index: dict[str, int]
+    healthy: list[float]
+    # cause index -> P(class | cause) aligned with ``classes``
+    likelihood: dict[int, list[float]] = field(default_factory=dict)
+    paths: dict[int, list[Path]] = field(default_factory=dict)
+
+
+@dataclass
+class CompiledModel:
+    causes: list[str]
+    priors: list[float]
+    facts: dict[str, FactTable]
+
+    @property
+    def catch_all(self) -> int:
+        return len(self.causes) - 1
+
+
+def _restrict(dist: list[float], sel: set[int]) -> list[float]:
+    mass = sum(dist[i] for i in sel)
+    if mass <= 0:
+        return [1.0 / len(sel) if i in sel else 0.0 for i in range(len(dist))]
+    return [dist[i] / mass if i in sel else 0.0 for i in range(len(dist))]
+
+
+def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
+    cause_ids = list(kb.causes)
+    causes = [*cause_ids, CATCH_ALL]
+    priors = [levels.prior(kb.causes[c].prior) for c in cause_ids] + [levels.CATCH_ALL_PRIOR]
+    tables: dict[str, FactTable] = {}
+    for fact in kb.facts.values():
+        labels = classes(fact)
+        h = healthy_distribution(fact)
+        tables[fact.id] = FactTable(
+            id=fact.id,
+            classes=labels,
+            index={c: i for i, c in enumerate(labels)},
+            healthy=[h[c] for c in labels],
+        )
+
+    for ci, cause in enumerate(cause_ids):
+        node = f"cause:{cause}"
+        if node not in graph:
+            continue
+        # Gather every path to every finding.
+        by_fact: dict[str, list[tuple[Path, set[int]]]] = {}
+        for succ in graph.successors(node):
+            edge = graph.edges[node, succ]
+            if edge.get("kind") == "evidence":
+                _add_path(graph, tables, by_fact, succ, None, edge)
+            elif edge.get("kind") == "via":
+                q1 = edge["q"]
+                for fnode in graph.successors(succ):
+                    e2 = graph.edges[succ, fnode]
+                    if e2.get("kind") != "evidence":
+                        continue
+                    scaled = {"q": q1 * e2.get("q", 0.0)}
+                    _add_path(graph, tables, by_fact, fnode, succ.split(":", 1)[1], scaled)
+        for fact_id, paths in by_fact.items():
+            table = tables[fact_id]
+            dist = list(table.healthy)
+            # Noisy-OR over paths that share a predicate, mixtures across predicates, p last.
+            merged: dict[frozenset[int], float] = {}
+            explicit: list[tuple[set[int], float]] = []
+            for path, sel in paths:
+                if path.explicit_p:
+                    explicit.append((sel, path.weight))
+                else:
+                    key = frozenset(sel)
+                    merged[key] = 1 - (1 - merged.get(key, 0.0)) * (1 - path.weight)
+            for sel_key, q in merged.items():
+                inside = _restrict(dist, set(sel_key))
+                dist = [(1 - q) * d + q * r for d, r in zip(dist, inside)]
+            for sel, p in explicit:
+                inside = _restrict(dist, sel)
+                outside = _restrict(dist, set(range(len(dist))) - sel)
+                dist = [p * a + (1 - p) * b for a, b in zip(inside, outside)]
+            floor = 1e-4
+            dist = [max(floor, d) for d in dist]
+            total = sum(dist)
+            table.likelihood[ci] = [d / total for d in dist]
+            table.paths[ci] = [p for p, _ in paths]
+    return CompiledModel(causes=causes, priors=priors, facts=tables)
+
+
+def _add_path(
+    graph: nx.DiGraph,
+    tables: dict[str, FactTable],
+    by_fact: dict[str, list[tuple[Path, set[int]]]],
+    finding: str,
+    mechanism: str | None,
+    edge: dict,
+) -> None:
+    data = graph.nodes[finding]
+    table = tables.get(data["fact"])
+    if table is None:
+        return
+    sel = {table.index[c] for c in data["classes"] if c in table.index}
+    if "p" in edge:
+        path = Path(finding, mechanism, float(edge["p"]), True)
+    else:
+        path = Path(finding, mechanism, float(edge["q"]), False)
+    by_fact.setdefault(data["fact"], []).append((path, sel))
+
+
+def load_model(kb: KnowledgeBase) -> CompiledModel:
+    from ddpadvisor.kb.graph import build_graph
+
+    return compile_model(kb, build_graph(kb))

@@ -1,0 +1,64 @@
+"""Collect observations from every source named on the command line (or in the TUI).
+
+Each source module is imported only when used, so ``--json --answers`` never imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ddpadvisor.evidence.observation import Observation
+from ddpadvisor.kb.load import KnowledgeBase
+
+
+@dataclass
+class Gathered:
+    observations: list[Observation] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    failed: bool = False  # a probe or trace run failed: exit 3, but keep what was gathered
+
+    def extend(self, other: Gathered) -> None:
+        self.observations.extend(other.observations)
+        self.warnings.extend(other.warnings)
+        self.failed = self.failed or other.failed
+
+
+@dataclass
+class Sources:
+    answers: list[Path] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
+    scripts: list[Path] = field(default_factory=list)
+    traces: list[Path] = field(default_factory=list)
+    probe_results: list[Path] = field(default_factory=list)
+
+
+def gather(kb: KnowledgeBase, sources: Sources) -> Gathered:
+    """Order matters only within a precedence level: later wins, so --set follows --answers."""
+    out = Gathered()
+    if sources.answers:
+        from ddpadvisor.evidence.answers import read_answers
+
+        for path in sources.answers:
+            obs, warns = read_answers(kb, path)
+            out.extend(Gathered(obs, warns))
+    if sources.sets:
+        from ddpadvisor.evidence.answers import parse_set
+
+        out.extend(Gathered(parse_set(kb, sources.sets)))
+    if sources.scripts:
+        from ddpadvisor.evidence.script_scan import scan_script
+
+        for path in sources.scripts:
+            out.extend(scan_script(kb, path))
+    if sources.probe_results:
+        from ddpadvisor.evidence.probe_results import read_probe_results
+
+        for path in sources.probe_results:
+            out.extend(read_probe_results(kb, path))
+    if sources.traces:
+        from ddpadvisor.evidence.trace_reader import read_trace
+
+        for path in sources.traces:
+            out.extend(read_trace(kb, path))
+    return out

@@ -1,0 +1,183 @@
+"""Cross-entry checks of a merged KB: dangling ids, ill-typed predicates, missing fixes/tests."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ddpadvisor.kb.values import ValueProblem, classes, parse_value, predicate_classes
+
+if TYPE_CHECKING:
+    from ddpadvisor.kb.load import KnowledgeBase
+
+# Subcommands a fix's verify command may name (kept in sync with cli.py by a test).
+SUBCOMMANDS = {"trace", "probe", "kb", "schema", "report", "claims"}
+# Probes in probes/ (checked against the folder by a test).
+PROBES = {"env", "collective", "seeds", "checksums", "scaler", "sampler"}
+
+
+def check_references(kb: KnowledgeBase) -> None:
+    from ddpadvisor.kb.load import Problem
+
+    def problem(kind: str, id_: str, msg: str) -> None:
+        kb.problems.append(Problem(kb.origin(kind, id_), msg))
+
+    for fact in kb.facts.values():
+        if fact.healthy:
+            labels = classes(fact)
+            for label in fact.healthy:
+                if label not in labels:
+                    problem(
+                        "facts",
+                        fact.id,
+                        f"fact {fact.id!r}: healthy class {label!r} is not "
+                        f"one of {', '.join(labels)}",
+                    )
+            if sum(fact.healthy.values()) > 1.0 + 1e-9:
+                problem("facts", fact.id, f"fact {fact.id!r}: healthy probabilities sum above 1")
+
+    def check_links(kind: str, owner: str, links: list, *, allow_p: bool) -> None:
+        for link in links:
+            fact = kb.facts.get(link.fact)
+            if fact is None:
+                problem(kind, owner, f"{kind[:-1]} {owner!r}: unknown fact id {link.fact!r}")
+                continue
+            if link.p is not None and not allow_p:
+                problem(
+                    kind,
+                    owner,
+                    f"{kind[:-1]} {owner!r}: links of a mechanism take 'strength', not 'p'",
+                )
+            try:
+                sel = predicate_classes(fact, link)
+            except ValueProblem as exc:
+                problem(kind, owner, f"{kind[:-1]} {owner!r}: {exc}")
+                continue
+            if not sel or len(sel) == len(classes(fact)):
+                problem(
+                    kind,
+                    owner,
+                    f"{kind[:-1]} {owner!r}: the predicate on {link.fact!r} "
+                    "holds for no value or for every value, so it carries no evidence",
+                )
+
+    for mech in kb.mechanisms.values():
+        check_links("mechanisms", mech.id, mech.evidence, allow_p=False)
+
+    tested = set()
+    for test in kb.tests:
+        if test.expect_top:
+            tested.add(test.expect_top)
+        tested.update(test.expect_in_top)
+
+    for cause in kb.causes.values():
+        check_links("causes", cause.id, cause.evidence, allow_p=True)
+        for via in cause.via:
+            if via.mechanism not in kb.mechanisms:
+                problem(
+                    "causes",
+                    cause.id,
+                    f"cause {cause.id!r}: unknown mechanism id {via.mechanism!r}",
+                )
+        for fix_id in cause.fixes:
+            if fix_id not in kb.fixes:
+                problem("causes", cause.id, f"cause {cause.id!r}: unknown fix id {fix_id!r}")
+        if not cause.fixes:
+            problem("causes", cause.id, f"cause {cause.id!r} has no fix")
+        if not cause.evidence and not cause.via:
+            problem("causes", cause.id, f"cause {cause.id!r} has no evidence links")
+        if cause.id not in tested:
+            problem(
+                "causes",
+                cause.id,
+                f"cause {cause.id!r} has no rule test that expects it "
+                "(expect_top or expect_in_top)",
+            )
+
+    for fix in kb.fixes.values():
+        msg = verify_command_problem(fix.verify.command)
+        if msg:
+            problem("fixes", fix.id, f"fix {fix.id!r}: verify command: {msg}")
+
+    for claim in kb.claims.values():
+        for c in claim.causes:
+            if kb.resolve_cause(c) is None:
+                problem("claims", claim.id, f"claim {claim.id!r}: unknown cause id {c!r}")
+        for f in claim.facts:
+            if f not in kb.facts:
+                problem("claims", claim.id, f"claim {claim.id!r}: unknown fact id {f!r}")
+
+    for test, origin in zip(kb.tests, kb.test_origins):
+
+        def bad(msg: str, origin=origin, test=test) -> None:
+            kb.problems.append(Problem(origin, f"test {test.id!r}: {msg}"))
+
+        for fid, raw in test.facts.items():
+            fact = kb.facts.get(fid)
+            if fact is None:
+                bad(f"unknown fact id {fid!r}")
+                continue
+            try:
+                parse_value(fact, raw)
+            except ValueProblem as exc:
+                bad(str(exc))
+        named = [test.expect_top] if test.expect_top else []
+        named += test.expect_in_top + test.expect_not_top
+        named += [c for pair in test.expect_below for c in pair]
+        for c in named:
+            if kb.resolve_cause(c) is None and c != "other":
+                bad(f"unknown cause id {c!r}")
+
+
+def verify_command_problem(command: str) -> str | None:
+    """None if the command names a real ddpadvisor subcommand/probe or is valid shell."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError as exc:
+        return f"not valid shell: {exc}"
+    if not words:
+        return "empty"
+    for segment in re.split(r"\s*(?:&&|\|\||;|\|)\s*", command):
+        try:
+            seg = shlex.split(segment)
+        except ValueError:
+            continue
+        if not seg or seg[0] != "ddpadvisor":
+            if len(seg) >= 3 and seg[0].startswith("python") and seg[1] == "-c":
+                try:
+                    compile(seg[2], "<verify>", "exec")
+                except SyntaxError as exc:
+                    return f"python -c code does not compile: {exc.msg}"
+            continue
+        rest = [w for w in seg[1:] if not w.startswith("-")]
+        if rest and rest[0] in SUBCOMMANDS:
+            if rest[0] == "probe":
+                for name in rest[1:]:
+                    if name not in PROBES and "/" not in name:
+                        return f"unknown probe {name!r} (probes: {', '.join(sorted(PROBES))})"
+        elif rest and not any(w.startswith("--") for w in seg[1:]):
+            return f"unknown ddpadvisor subcommand {rest[0]!r}"
+    return None
+
+
+def seed_paragraphs(seeds_dir: Path) -> dict[str, int]:
+    """Thread prefix ('000') -> number of its last paragraph (title is 0)."""
+    out = {}
+    for path in sorted(seeds_dir.glob("*.txt")):
+        prefix = path.name[:3]
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        out[prefix] = len(lines) - 1
+    return out
+
+
+def check_seed_coverage(kb: KnowledgeBase, seeds_dir: Path) -> list[str]:
+    """Paragraphs (``000:N``, N >= 1; 0 is the title) of the seed threads no claim cites."""
+    cited = {p for claim in kb.claims.values() for p in claim.provenance}
+    missing = []
+    for prefix, last in seed_paragraphs(seeds_dir).items():
+        for n in range(1, last + 1):
+            if f"{prefix}:{n}" not in cited:
+                missing.append(f"{prefix}:{n}")
+    return missing

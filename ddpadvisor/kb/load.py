@@ -1,0 +1,226 @@
+"""Load KB folders (bundled first, then user folders) into one validated :class:`KnowledgeBase`.
+
+Loading never executes anything from a KB file: YAML is read with a SafeLoader subclass.
+Problems are collected with file and line so that ``kb validate`` can list them all, while
+diagnosis stops at the first one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ddpadvisor.errors import InputError
+from ddpadvisor.kb.schema import Cause, Claim, Fact, Fix, KBFile, Mechanism, RuleTest
+from ddpadvisor.yamlio import LineDict, LineList, line_of, load_yaml
+
+KINDS = ("facts", "mechanisms", "causes", "fixes", "claims")
+
+
+@dataclass(frozen=True)
+class Origin:
+    file: str
+    line: int | None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass
+class Problem:
+    origin: Origin
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.origin}: {self.message}"
+
+    def to_error(self) -> InputError:
+        return InputError(self.message, self.origin.file, self.origin.line)
+
+
+@dataclass
+class KnowledgeBase:
+    facts: dict[str, Fact] = field(default_factory=dict)
+    mechanisms: dict[str, Mechanism] = field(default_factory=dict)
+    causes: dict[str, Cause] = field(default_factory=dict)
+    fixes: dict[str, Fix] = field(default_factory=dict)
+    claims: dict[str, Claim] = field(default_factory=dict)
+    tests: list[RuleTest] = field(default_factory=list)
+    origins: dict[tuple[str, str], Origin] = field(default_factory=dict)
+    test_origins: list[Origin] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    dirs: list[str] = field(default_factory=list)
+
+    def origin(self, kind: str, id_: str) -> Origin:
+        return self.origins.get((kind, id_), Origin("<kb>", None))
+
+    def resolve_cause(self, id_: str) -> str | None:
+        if id_ in self.causes:
+            return id_
+        return self.aliases.get(id_)
+
+    def raise_first_problem(self) -> None:
+        if self.problems:
+            raise self.problems[0].to_error()
+
+
+def bundled_dir(name: str) -> Path:
+    """Where the bundled ``kb``/``probes`` folder is: inside the wheel, or the source tree."""
+    here = Path(__file__).resolve().parent.parent
+    installed = here / "_bundled" / name
+    if installed.is_dir():
+        return installed
+    return here.parent / name
+
+
+def user_config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ddpadvisor" / "kb"
+
+
+def kb_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def default_dirs(extra: list[Path] | None = None, *, bundled: bool = True) -> list[Path]:
+    dirs = [bundled_dir("kb")] if bundled else []
+    cfg = user_config_dir()
+    if bundled and cfg.is_dir() and not os.environ.get("DDPADVISOR_NO_USER_KB"):
+        dirs.append(cfg)
+    dirs.extend(extra or [])
+    return dirs
+
+
+def load_kb(dirs: list[Path]) -> KnowledgeBase:
+    """Load and merge folders in order; later folders override earlier ones explicitly."""
+    kb = KnowledgeBase(dirs=[str(d) for d in dirs])
+    for folder in dirs:
+        if not folder.exists():
+            raise InputError("KB folder does not exist", folder)
+        if not folder.is_dir():
+            raise InputError("KB path is not a folder", folder)
+        for path in kb_files(folder):
+            _load_file(kb, path)
+    from ddpadvisor.kb.check import check_references
+
+    check_references(kb)
+    return kb
+
+
+def _load_file(kb: KnowledgeBase, path: Path) -> None:
+    try:
+        raw = load_yaml(path)
+    except InputError as exc:
+        kb.problems.append(Problem(Origin(str(path), exc.line), exc.message))
+        return
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        kb.problems.append(Problem(Origin(str(path), 1), "top level must be a mapping"))
+        return
+    # Validate entry by entry so that one bad entry does not hide the rest of the file.
+    for key in raw:
+        if key not in KBFile.model_fields:
+            line = raw.key_lines.get(key) if isinstance(raw, LineDict) else None
+            allowed = ", ".join(KBFile.model_fields)
+            kb.problems.append(
+                Problem(Origin(str(path), line), f"unknown section {key!r} (allowed: {allowed})")
+            )
+    for kind in (*KINDS, "tests"):
+        entries = raw.get(kind)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            line = raw.key_lines.get(kind) if isinstance(raw, LineDict) else None
+            kb.problems.append(Problem(Origin(str(path), line), f"'{kind}' must be a list"))
+            continue
+        model = KBFile.model_fields[kind].annotation.__args__[0]  # type: ignore[union-attr]
+        for index, entry in enumerate(entries):
+            line = entries.item_lines[index] if isinstance(entries, LineList) else None
+            origin = Origin(str(path), line)
+            patch_mode = entry.get("override") if isinstance(entry, dict) else None
+            candidate = entry
+            if patch_mode is not None and kind != "tests":
+                base = getattr(kb, kind).get(entry.get("id"))
+                if base is None:
+                    msg = f"override of unknown {kind[:-1]} id {entry.get('id')!r}: nothing to override"
+                    kb.problems.append(Problem(origin, msg))
+                    continue
+                if patch_mode not in ("replace", "append"):
+                    msg = f"{kind[:-1]} {entry.get('id')!r}: field 'override': must be 'replace' or 'append'"
+                    kb.problems.append(Problem(origin, msg))
+                    continue
+                candidate = _patched(base, entry, patch_mode)
+            try:
+                obj = model.model_validate(candidate)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                loc = (kind, index, *err["loc"])
+                where = Origin(str(path), line_of(raw, loc) or line)
+                field_name = ".".join(str(p) for p in err["loc"]) or "entry"
+                entry_id = entry.get("id") if isinstance(entry, dict) else None
+                label = f"{kind[:-1]} {entry_id!r}" if entry_id else f"{kind[:-1]} #{index + 1}"
+                msg = err["msg"].removeprefix("Value error, ")
+                kb.problems.append(Problem(where, f"{label}: field '{field_name}': {msg}"))
+                continue
+            if kind == "tests":
+                kb.tests.append(obj)
+                kb.test_origins.append(origin)
+            else:
+                _merge(kb, kind, obj, origin, patched=patch_mode is not None)
+
+
+def _merge(kb: KnowledgeBase, kind: str, obj: Any, origin: Origin, *, patched: bool) -> None:
+    table: dict[str, Any] = getattr(kb, kind)
+    if not patched and obj.id in table:
+        first = kb.origin(kind, obj.id)
+        kb.problems.append(
+            Problem(
+                origin,
+                f"duplicate {kind[:-1]} id {obj.id!r} (first defined at {first}); "
+                "use 'override: replace' or 'override: append' to change it",
+            )
+        )
+        return
+    table[obj.id] = obj
+    if not patched:
+        kb.origins[(kind, obj.id)] = origin
+    if isinstance(obj, Cause):
+        for old in obj.related:
+            kb.aliases[old] = obj.id
+
+
+def _patched(base: BaseModel, patch: dict[str, Any], mode: str) -> dict[str, Any]:
+    """Falco-style explicit override: 'replace' swaps the given fields, 'append' extends lists."""
+    data = base.model_dump(by_alias=True, exclude_none=True)
+    for key, value in patch.items():
+        if key in ("id", "override"):
+            continue
+        if mode == "append" and isinstance(data.get(key), list) and isinstance(value, list):
+            data[key] = [*data[key], *value]
+        elif mode == "append" and isinstance(data.get(key), dict) and isinstance(value, dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return data
+
+
+__all__ = [
+    "Cause",
+    "Claim",
+    "Fact",
+    "Fix",
+    "KnowledgeBase",
+    "Mechanism",
+    "Origin",
+    "Problem",
+    "RuleTest",
+    "bundled_dir",
+    "default_dirs",
+    "load_kb",
+]

@@ -1,0 +1,242 @@
+"""The knowledge-base schema: the single source of truth for what a KB YAML file may say.
+
+Authors write qualitative levels (``strong``, ``common`` ...) or numbers; the models keep what
+was written and :mod:`ddpadvisor.kb.levels` maps levels to numbers when the graph is compiled.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FACT_ID = r"^[a-z][a-z0-9_]*$"
+NODE_ID = r"^[a-z0-9][a-z0-9-]*$"
+
+FactType = Literal["bool", "enum", "int", "float", "str"]
+Source = Literal["asked", "script", "probe", "trace"]
+Verdict = Literal["correct", "partly-correct", "myth", "harmful"]
+StrengthLevel = Literal["certain", "strong", "moderate", "weak", "slight"]
+PriorLevel = Literal["common", "uncommon", "rare", "very-rare"]
+Override = Literal["replace", "append"]
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class StrClass(_Strict):
+    """One class of a free-text fact; the first class whose test matches a value wins."""
+
+    label: str
+    matches: str | None = Field(None, description="Regular expression searched in the value.")
+    version_lt: str | None = Field(None, description="Class applies when the version is lower.")
+
+    @field_validator("matches")
+    @classmethod
+    def _regex_compiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression: {exc}") from exc
+        return v
+
+
+class Fact(_Strict):
+    """An observation: something asked, scanned, probed or traced."""
+
+    id: str = Field(pattern=FACT_ID)
+    type: FactType
+    question: str = Field(description="What a human is asked; also the label in reports.")
+    help: str | None = Field(None, description="How to find the answer.")
+    sources: list[Source] = Field(min_length=1)
+    values: list[str] | None = Field(None, description="Allowed values of an enum fact.")
+    bins: list[float] | None = Field(
+        None, description="Ascending edges that cut an int/float fact into classes."
+    )
+    classes: list[StrClass] | None = Field(
+        None, description="Classes of a str fact; the last one should be a catch-all."
+    )
+    healthy: dict[str, Probability] | None = Field(
+        None,
+        description="Distribution of the fact's classes in a job without any catalogued fault "
+        "(the leak); classes left out share what remains; default uniform.",
+    )
+    cost: float = Field(1.0, gt=0, description="Relative cost of asking (1 = one easy question).")
+    probe: str | None = Field(None, description="The probe that measures this fact.")
+    needs_gpu: bool = False
+    override: Override | None = None
+
+    @model_validator(mode="after")
+    def _type_shape(self) -> Fact:
+        if self.override is not None:
+            return self
+        if self.type == "enum" and not self.values:
+            raise ValueError("an enum fact needs 'values'")
+        if self.type != "enum" and self.values:
+            raise ValueError("'values' is only for enum facts")
+        if self.bins is not None:
+            if self.type not in ("int", "float"):
+                raise ValueError("'bins' is only for int and float facts")
+            if list(self.bins) != sorted(set(self.bins)):
+                raise ValueError("'bins' must be strictly ascending")
+        if self.classes is not None and self.type != "str":
+            raise ValueError("'classes' is only for str facts")
+        return self
+
+
+class Link(_Strict):
+    """Evidence: a predicate on a fact and how strongly a cause or mechanism makes it true.
+
+    ``strength`` is the noisy-OR link probability q (P(predicate true | only this cause acts),
+    beyond the healthy leak). ``p`` instead states P(predicate true | cause) outright; a ``p``
+    below the healthy rate argues against the cause when the predicate holds.
+    """
+
+    fact: str = Field(pattern=FACT_ID)
+    is_: bool | str | int | float | None = Field(None, alias="is")
+    in_: list[str] | None = Field(None, alias="in")
+    ge: float | None = None
+    lt: float | None = None
+    strength: StrengthLevel | Probability | None = None
+    p: Probability | None = None
+    why: str | None = Field(None, description="One line on why the cause moves this fact.")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _one_predicate_one_weight(self) -> Link:
+        preds = [x for x in (self.is_, self.in_, self.ge, self.lt) if x is not None]
+        if len(preds) == 0:
+            raise ValueError("a link needs a predicate: is, in, ge or lt")
+        if (self.is_ is not None or self.in_ is not None) and len(preds) > 1:
+            raise ValueError("use one of is / in, or ge and/or lt")
+        if (self.strength is None) == (self.p is None):
+            raise ValueError("a link needs exactly one of 'strength' or 'p'")
+        return self
+
+
+class MechanismLink(_Strict):
+    """A cause (or mechanism) acting through an intermediate mechanism node."""
+
+    mechanism: str = Field(pattern=NODE_ID)
+    strength: StrengthLevel | Probability
+
+
+class Reference(_Strict):
+    url: str = Field(pattern=r"^https?://")
+    note: str | None = None
+
+
+class Verify(_Strict):
+    command: str = Field(min_length=1)
+    expect: str = Field(min_length=1, description="What the output must show when fixed.")
+
+
+class Code(_Strict):
+    before: str | None = None
+    after: str
+
+
+class Fix(_Strict):
+    id: str = Field(pattern=NODE_ID)
+    title: str
+    steps: list[str] = Field(min_length=1)
+    code: Code | None = None
+    verify: Verify
+    cost: Literal["trivial", "low", "medium", "high"] = "low"
+    references: list[Reference] = []
+    override: Override | None = None
+
+
+class Mechanism(_Strict):
+    """An intermediate node (e.g. 'replicas diverged'): several causes share its findings."""
+
+    id: str = Field(pattern=NODE_ID)
+    title: str
+    description: str | None = None
+    evidence: list[Link] = []
+    override: Override | None = None
+
+
+class Cause(_Strict):
+    id: str = Field(pattern=NODE_ID)
+    title: str
+    area: str
+    prior: PriorLevel | Probability
+    mechanism: str = Field(min_length=1, description="Why it produces the symptom.")
+    via: list[MechanismLink] = []
+    evidence: list[Link] = []
+    fixes: list[str] = []
+    references: list[Reference] = []
+    related: list[str] = Field([], description="Old ids that resolve to this cause.")
+    override: Override | None = None
+
+
+class Claim(_Strict):
+    """A piece of forum advice with a verdict."""
+
+    id: str = Field(pattern=NODE_ID)
+    text: str = Field(description="The advice, in English.")
+    provenance: list[str] = Field(min_length=1)
+    verdict: Verdict
+    reason: str
+    references: list[Reference] = []
+    experiment: str | None = Field(
+        None, description="A test (path::name) that demonstrates the verdict."
+    )
+    causes: list[str] = []
+    facts: list[str] = []
+    keywords: list[str] = []
+    override: Override | None = None
+
+    @field_validator("provenance")
+    @classmethod
+    def _provenance_form(cls, v: list[str]) -> list[str]:
+        for item in v:
+            if not re.fullmatch(r"[0-9]{3}:[0-9]+", item):
+                raise ValueError(f"provenance {item!r} is not of the form 000:N")
+        return v
+
+    @model_validator(mode="after")
+    def _backed(self) -> Claim:
+        if self.override is None and not self.references and not self.experiment:
+            raise ValueError("a claim needs a reference URL or an experiment test")
+        return self
+
+
+class RuleTest(_Strict):
+    """A Semgrep-style test: facts in, a ranking expectation out."""
+
+    id: str = Field(pattern=NODE_ID)
+    description: str | None = None
+    facts: dict[str, bool | int | float | str]
+    expect_top: str | None = Field(None, description="This cause must rank first.")
+    expect_in_top: list[str] = Field([], description="These causes must be in the top k.")
+    k: int = Field(3, ge=1)
+    expect_below: list[tuple[str, str]] = Field(
+        [], description="Pairs [a, b]: cause a must rank below cause b."
+    )
+    expect_not_top: list[str] = Field([], description="These causes must not rank first.")
+    todo: str | None = Field(None, description="Known gap: a failure is reported, not counted.")
+
+    @model_validator(mode="after")
+    def _has_expectation(self) -> RuleTest:
+        if not (self.expect_top or self.expect_in_top or self.expect_below or self.expect_not_top):
+            raise ValueError("a rule test needs at least one expect_* field")
+        return self
+
+
+class KBFile(_Strict):
+    """The top level of one KB YAML file; every section is optional."""
+
+    facts: list[Fact] = []
+    mechanisms: list[Mechanism] = []
+    causes: list[Cause] = []
+    fixes: list[Fix] = []
+    claims: list[Claim] = []
+    tests: list[RuleTest] = []

@@ -1,0 +1,186 @@
+"""Fact values: parsing typed values from text, and mapping values to the fact's classes.
+
+Every fact is reasoned about as a categorical variable. A bool has classes ``true``/``false``,
+an enum its values, a number the intervals its ``bins`` cut, a string the ``classes`` it
+declares (first match wins). Links are predicates over these classes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+from ddpadvisor.kb.schema import Fact, Link
+
+Value = bool | int | float | str
+
+UNKNOWN = "unknown"
+
+_TRUE = {"true", "yes", "y", "1", "on"}
+_FALSE = {"false", "no", "n", "0", "off"}
+
+
+class ValueProblem(ValueError):
+    """A value that does not fit the fact's declared type."""
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def classes(fact: Fact) -> list[str]:
+    if fact.type == "bool":
+        return ["true", "false"]
+    if fact.type == "enum":
+        return list(fact.values or [])
+    if fact.type in ("int", "float"):
+        edges = fact.bins or []
+        if not edges:
+            return ["any"]
+        out = [f"<{_fmt(edges[0])}"]
+        out += [f"{_fmt(a)}..{_fmt(b)}" for a, b in itertools.pairwise(edges)]
+        out.append(f">={_fmt(edges[-1])}")
+        return out
+    labels = [c.label for c in fact.classes or []]
+    return labels or ["any"]
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    nums = re.findall(r"\d+", text.split("+")[0])
+    return tuple(int(n) for n in nums[:3]) or (0,)
+
+
+def classify(fact: Fact, value: Value) -> str:
+    """The class of an already-typed value."""
+    if fact.type == "bool":
+        return "true" if value else "false"
+    if fact.type == "enum":
+        return str(value)
+    if fact.type in ("int", "float"):
+        labels = classes(fact)
+        edges = fact.bins or []
+        x = float(value)
+        for i, edge in enumerate(edges):
+            if x < edge:
+                return labels[i]
+        return labels[-1]
+    text = str(value)
+    for cls in fact.classes or []:
+        if cls.matches is not None and not re.search(cls.matches, text, re.IGNORECASE):
+            continue
+        if cls.version_lt is not None and _version_tuple(text) >= _version_tuple(cls.version_lt):
+            continue
+        return cls.label
+    return classes(fact)[-1]
+
+
+def parse_value(fact: Fact, raw: Any) -> Value | None:
+    """Turn an answer (text from ``--set`` or a YAML/JSON scalar) into a typed value.
+
+    Returns None for ``unknown``/null: an unobserved fact. Raises :class:`ValueProblem`.
+    """
+    if raw is None:
+        return None
+    if isinstance(raw, str) and raw.strip().lower() in (UNKNOWN, "", "?", "dont-know"):
+        return None
+    t = fact.type
+    if t == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+            return raw.strip().lower() in _TRUE
+        raise ValueProblem(f"{fact.id} expects true or false, got {raw!r}")
+    if t == "enum":
+        text = str(raw).strip() if not isinstance(raw, bool) else str(raw).lower()
+        if text not in (fact.values or []):
+            allowed = " | ".join(fact.values or [])
+            raise ValueProblem(f"{fact.id} expects one of {allowed}, got {raw!r}")
+        return text
+    if t == "int":
+        if isinstance(raw, bool):
+            raise ValueProblem(f"{fact.id} expects an integer, got {raw!r}")
+        if isinstance(raw, int):
+            return raw
+        if isinstance(raw, float) and raw.is_integer():
+            return int(raw)
+        if isinstance(raw, str):
+            try:
+                return int(raw.strip())
+            except ValueError:
+                pass
+        raise ValueProblem(f"{fact.id} expects an integer, got {raw!r}")
+    if t == "float":
+        if isinstance(raw, bool):
+            raise ValueProblem(f"{fact.id} expects a number, got {raw!r}")
+        if isinstance(raw, (int, float)):
+            return float(raw)
+        if isinstance(raw, str):
+            try:
+                return float(raw.strip())
+            except ValueError:
+                pass
+        raise ValueProblem(f"{fact.id} expects a number, got {raw!r}")
+    if isinstance(raw, (dict, list)):
+        raise ValueProblem(f"{fact.id} expects text, got a {type(raw).__name__}")
+    return str(raw)
+
+
+def predicate_classes(fact: Fact, link: Link) -> set[str]:
+    """The classes for which the link's predicate holds; raises ValueProblem if ill-formed."""
+    labels = classes(fact)
+    if link.is_ is not None:
+        wanted = [link.is_]
+    elif link.in_ is not None:
+        wanted = list(link.in_)
+    else:
+        if fact.type not in ("int", "float"):
+            raise ValueProblem(f"'ge'/'lt' need an int or float fact; {fact.id} is {fact.type}")
+        edges = fact.bins or []
+        for bound in (link.ge, link.lt):
+            if bound is not None and bound not in edges:
+                raise ValueProblem(
+                    f"{fact.id} has no bin edge at {_fmt(bound)}; add it to the fact's 'bins'"
+                )
+        lows = [float("-inf"), *edges]
+        highs = [*edges, float("inf")]
+        out = set()
+        for label, lo, hi in zip(labels, lows, highs):
+            if link.ge is not None and lo < link.ge:
+                continue
+            if link.lt is not None and hi > link.lt:
+                continue
+            out.add(label)
+        return out
+    out = set()
+    for w in wanted:
+        if fact.type == "bool":
+            if not isinstance(w, bool):
+                raise ValueProblem(f"{fact.id} is bool; compare with true or false, not {w!r}")
+            out.add("true" if w else "false")
+        elif fact.type in ("int", "float"):
+            raise ValueProblem(f"use 'ge'/'lt' with the bin edges of {fact.id}, not 'is'/'in'")
+        else:
+            if str(w) not in labels:
+                raise ValueProblem(
+                    f"{w!r} is not a value of {fact.id} (values: {', '.join(labels)})"
+                )
+            out.add(str(w))
+    return out
+
+
+def healthy_distribution(fact: Fact) -> dict[str, float]:
+    """P(class) in a job with no catalogued fault; unspecified classes share the rest."""
+    labels = classes(fact)
+    given = {k: v for k, v in (fact.healthy or {}).items() if k in labels}
+    rest = [c for c in labels if c not in given]
+    remaining = max(0.0, 1.0 - sum(given.values()))
+    dist = dict(given)
+    for c in rest:
+        dist[c] = remaining / len(rest)
+    total = sum(dist.values()) or 1.0
+    # Keep every class possible: a zero leak would make one observation veto every cause.
+    floor = 1e-3
+    dist = {c: max(floor, dist[c] / total) for c in labels}
+    total = sum(dist.values())
+    return {c: dist[c] / total for c in labels}
