@@ -7,7 +7,7 @@ normalised over all causes and the catch-all. Facts a cause is not linked to con
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ddpadvisor.engine.model import CompiledModel, Path
 
@@ -26,15 +26,24 @@ class Posterior:
     probs: list[float]
     log_weights: list[float]
     contributions: dict[int, list[Contribution]]
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
+    _entropy: float | None = field(default=None, repr=False)
 
     def ranking(self) -> list[int]:
         return sorted(range(len(self.causes)), key=lambda i: (-self.probs[i], self.causes[i]))
 
+    def index(self, cause: str) -> int:
+        if not self._index:
+            self._index = {c: i for i, c in enumerate(self.causes)}
+        return self._index[cause]
+
     def prob(self, cause: str) -> float:
-        return self.probs[self.causes.index(cause)]
+        return self.probs[self.index(cause)]
 
     def entropy(self) -> float:
-        return -sum(p * math.log2(p) for p in self.probs if p > 0)
+        if self._entropy is None:
+            self._entropy = -sum(p * math.log2(p) for p in self.probs if p > 0)
+        return self._entropy
 
 
 def posterior(model: CompiledModel, observed: dict[str, str]) -> Posterior:
@@ -76,10 +85,9 @@ def expected_gain(model: CompiledModel, post: Posterior, fact_id: str) -> float:
         return 0.0
     m_linked = sum(probs[i] for i in linked)
     s_linked = sum(probs[i] * math.log2(probs[i]) for i in linked if probs[i] > 0)
-    s_all = -post.entropy()
-    m_u = max(0.0, 1.0 - m_linked)
-    s_u = s_all - s_linked
     h_now = post.entropy()
+    m_u = max(0.0, 1.0 - m_linked)
+    s_u = -h_now - s_linked
     expected_after = 0.0
     for k, hk in enumerate(table.healthy):
         pk = hk * m_u + sum(probs[i] * d[k] for i, d in linked.items())

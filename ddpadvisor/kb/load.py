@@ -159,13 +159,12 @@ def _load_file(kb: KnowledgeBase, path: Path) -> None:
             try:
                 obj = model.model_validate(candidate)
             except ValidationError as exc:
-                err = exc.errors()[0]
-                loc = (kind, index, *err["loc"])
+                field_loc, msg = describe_validation_error(exc)
+                loc = (kind, index, *field_loc)
                 where = Origin(str(path), line_of(raw, loc) or line)
-                field_name = ".".join(str(p) for p in err["loc"]) or "entry"
+                field_name = ".".join(str(p) for p in field_loc) or "entry"
                 entry_id = entry.get("id") if isinstance(entry, dict) else None
                 label = f"{kind[:-1]} {entry_id!r}" if entry_id else f"{kind[:-1]} #{index + 1}"
-                msg = err["msg"].removeprefix("Value error, ")
                 kb.problems.append(Problem(where, f"{label}: field '{field_name}': {msg}"))
                 continue
             if kind == "tests":
@@ -173,6 +172,29 @@ def _load_file(kb: KnowledgeBase, path: Path) -> None:
                 kb.test_origins.append(origin)
             else:
                 _merge(kb, kind, obj, origin, patched=patch_mode is not None)
+
+
+_TYPE_TAGS = {"float", "int", "str", "bool", "list", "dict", "none", "tuple"}
+
+
+def _is_tag(part: object) -> bool:
+    """pydantic puts union member names (``literal[...]``, ``float``) into error locations."""
+    if not isinstance(part, str):
+        return False
+    return part in _TYPE_TAGS or any(c in part for c in "[(") or part.startswith("constrained")
+
+
+def describe_validation_error(exc: ValidationError) -> tuple[tuple[int | str, ...], str]:
+    """The first error's field location and message, merging the alternatives of a union."""
+    errors = exc.errors()
+    loc = tuple(p for p in errors[0]["loc"] if not _is_tag(p))
+    msgs: list[str] = []
+    for err in errors:
+        if tuple(p for p in err["loc"] if not _is_tag(p)) == loc:
+            msg = err["msg"].removeprefix("Value error, ")
+            if msg not in msgs:
+                msgs.append(msg)
+    return loc, "; or ".join(msgs)
 
 
 def _merge(kb: KnowledgeBase, kind: str, obj: Any, origin: Origin, *, patched: bool) -> None:
