@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ddpadvisor import __version__
@@ -316,7 +316,7 @@ def _normalised(xs: list[float]) -> list[float]:
     return [x / total for x in xs]
 
 
-def _how(sources: list[str]) -> str:
+def _how(sources: Sequence[str]) -> str:
     if "asked" in sources:
         return "ask"
     if "probe" in sources:

@@ -115,12 +115,12 @@ def check_references(kb: KnowledgeBase) -> None:
             kb.problems.append(Problem(origin, f"test {test.id!r}: {msg}"))
 
         for fid, raw in test.facts.items():
-            fact = kb.facts.get(fid)
-            if fact is None:
+            test_fact = kb.facts.get(fid)
+            if test_fact is None:
                 bad(f"unknown fact id {fid!r}")
                 continue
             try:
-                parse_value(fact, raw)
+                parse_value(test_fact, raw)
             except ValueProblem as exc:
                 bad(str(exc))
         named = [test.expect_top] if test.expect_top else []

@@ -46,11 +46,11 @@ def build_graph(kb: KnowledgeBase) -> nx.DiGraph:
             fid = finding_id(link)
             g.add_node(fid, kind="finding", fact=link.fact, classes=sel, label=fid[8:])
             g.add_edge(fid, f"fact:{link.fact}", kind="observes")
-            attrs = {"kind": "evidence", "why": link.why or ""}
+            attrs: dict[str, object] = {"kind": "evidence", "why": link.why or ""}
             if link.p is not None:
                 attrs["p"] = link.p
             else:
-                attrs["q"] = levels.strength(link.strength)  # type: ignore[arg-type]
+                attrs["q"] = levels.strength(link.strength or 0.0)
             g.add_edge(owner, fid, **attrs)
 
     for mech in kb.mechanisms.values():
