@@ -134,12 +134,13 @@ def _claims_parser() -> Parser:
 
 
 def load_engine(kb_dirs: list[Path]):  # type: ignore[no-untyped-def]
+    from ddpadvisor.engine.cache import load_cached
     from ddpadvisor.engine.diagnose import Engine
-    from ddpadvisor.kb.load import default_dirs, load_kb
+    from ddpadvisor.kb.load import default_dirs
 
-    kb = load_kb(default_dirs(kb_dirs))
+    kb, model = load_cached(default_dirs(kb_dirs))
     kb.raise_first_problem()
-    return Engine(kb)
+    return Engine(kb, model)
 
 
 def _sources(args: argparse.Namespace):  # type: ignore[no-untyped-def]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ PYTHON = sys.executable
 
 # Tests never read the developer's own ~/.config/ddpadvisor/kb.
 os.environ["DDPADVISOR_NO_USER_KB"] = "1"
+# ... nor write the KB cache into the developer's ~/.cache.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ddpadvisor-test-cache-")
 
 
 @pytest.fixture(scope="session")
