@@ -9,6 +9,7 @@ from ddpadvisor.kb.load import KnowledgeBase
 from ddpadvisor.kb.schema import Claim
 
 _WORD = re.compile(r"[a-z0-9_]+")
+_CJK = re.compile(r"[\u4e00-\u9fff]+")
 _STOP = {
     "the",
     "a",
@@ -40,7 +41,11 @@ _STOP = {
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
+    """Lower-case words; Chinese runs become character bigrams (forum advice is often Chinese)."""
+    out = {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
+    for run in _CJK.findall(text):
+        out.update(run[i : i + 2] for i in range(len(run) - 1))
+    return out
 
 
 def lookup(
