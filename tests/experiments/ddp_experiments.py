@@ -4,8 +4,8 @@ Run under torchrun with two gloo ranks on CPU:
 
     python -m torch.distributed.run --nproc_per_node 2 tests/experiments/ddp_experiments.py OUT
 
-Every experiment runs in this one launch (torch import and rendezvous are paid once). Each rank
-writes ``OUT/rank<R>.json``: ``{"results": {experiment: {...}}, "errors": {...}, "done": true}``.
+All experiments share this single launch, so starting torch and the process group happens
+only once. Each rank writes ``OUT/rank<R>.json``: ``{"results": {experiment: {...}}, "errors": {...}, "done": true}``.
 The tests in this folder only read those files; they decide what the numbers mean.
 Run with ``--only NAME[,NAME]`` to run a subset while developing.
 """

@@ -44,7 +44,7 @@ def test_gradients_identical_on_every_rank_after_backward(ddp_results: Results) 
 
 def test_clip_norm_after_backward_is_global_and_identical(ddp_results: Results) -> None:
     """clip_grad_norm_ after DDP's backward measures the averaged gradient: the same value on
-    every rank, equal to the one-process norm on the global batch and no larger than the
+    every rank, matching one process on all the samples, and at most the mean of the
     ranks' local norms, so a single-GPU threshold needs no scaling by the GPU count."""
     ranks = ddp_results("clip_norm")
     norms = [r["post_sync_norm"] for r in ranks]
