@@ -1,0 +1,271 @@
+"""The state of one interactive diagnosis, kept free of textual so it can be driven headless.
+
+A session is a list of observations (loaded from sources, measured by runs started in the TUI,
+and answers typed in the TUI) plus the facts the user declined to answer. Every change asks the
+engine for a fresh :class:`Diagnosis`; nothing here ranks or scores causes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddpadvisor.engine.diagnose import Engine
+from ddpadvisor.errors import InputError
+from ddpadvisor.evidence.gather import Gathered, Sources, gather
+from ddpadvisor.evidence.observation import Observation
+from ddpadvisor.kb.values import ValueProblem, parse_value
+from ddpadvisor.report.models import Diagnosis, QuestionOut
+from ddpadvisor.report.text import render_markdown
+
+TUI_WHERE = "tui"  # `where` of every answer typed in the TUI, so a saved session can restore them
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What the question panel shows: the engine's next question, or an earlier one to edit."""
+
+    fact: str
+    question: str
+    type: str
+    choices: list[str] | None
+    help: str | None
+    how: str  # ask | probe | trace | script
+    probe: str | None = None
+    expected_gain: float | None = None
+    current: Any = None  # the answer given before, when editing
+    editing: bool = False
+
+
+@dataclass
+class LoadedSource:
+    kind: str  # answers | script | trace | probe | session
+    path: Path
+    count: int
+
+
+@dataclass
+class Session:
+    engine: Engine
+    gpu_available: bool | None = None
+    loaded: list[Observation] = field(default_factory=list)
+    measured: list[Observation] = field(default_factory=list)
+    answers: dict[str, Observation] = field(default_factory=dict)  # insertion order = history
+    declined: set[str] = field(default_factory=set)  # "don't know" or skipped: not asked again
+    warnings: list[str] = field(default_factory=list)
+    sources: list[LoadedSource] = field(default_factory=list)
+    trace_dirs: list[Path] = field(default_factory=list)
+    diagnosis: Diagnosis | None = None
+
+    def __post_init__(self) -> None:
+        self.refresh()
+
+    # -- evidence ---------------------------------------------------------------------------
+    def observations(self) -> list[Observation]:
+        # Answers last: within the "answer" level the later one wins, so the TUI overrides a file.
+        return [*self.loaded, *self.measured, *self.answers.values()]
+
+    def refresh(self) -> Diagnosis:
+        self.diagnosis = self.engine.diagnose(
+            self.observations(), warnings=self.warnings, gpu_available=self.gpu_available
+        )
+        return self.diagnosis
+
+    @property
+    def current(self) -> Diagnosis:
+        assert self.diagnosis is not None
+        return self.diagnosis
+
+    def add_gathered(self, got: Gathered, kind: str, path: Path | None) -> Diagnosis:
+        self.loaded.extend(got.observations)
+        self.warnings.extend(got.warnings)
+        if path is not None:
+            self.sources.append(LoadedSource(kind, path, len(got.observations)))
+            if kind == "trace":
+                self.trace_dirs.append(path)
+        return self.refresh()
+
+    def add_measured(self, got: Gathered, kind: str, out_dir: Path | None) -> Diagnosis:
+        self.measured.extend(got.observations)
+        self.warnings.extend(got.warnings)
+        if out_dir is not None:
+            self.sources.append(LoadedSource(kind, out_dir, len(got.observations)))
+            if kind == "trace":
+                self.trace_dirs.append(out_dir)
+        return self.refresh()
+
+    def load(self, kind: str, path: Path) -> Diagnosis:
+        """Load one source; raises InputError (one line) for bad input or a missing reader."""
+        if kind == "answers" and path.suffix.lower() == ".json" and _is_saved_session(path):
+            return self.load_saved(path)
+        sources = Sources()
+        target = {
+            "answers": sources.answers,
+            "script": sources.scripts,
+            "trace": sources.traces,
+            "probe": sources.probe_results,
+        }.get(kind)
+        if target is None:
+            raise InputError(f"unknown kind of evidence {kind!r}")
+        if not path.exists():
+            raise InputError("no such file or folder", path)
+        target.append(path)
+        try:
+            got = gather(self.engine.kb, sources)
+        except ImportError as exc:
+            raise InputError(
+                f"reading {kind} evidence is not available in this build ({exc})"
+            ) from None
+        return self.add_gathered(got, kind, path)
+
+    def load_saved(self, path: Path) -> Diagnosis:
+        """Restore the evidence of a diagnosis exported as JSON (the ``--json`` document)."""
+        from pydantic import ValidationError
+
+        from ddpadvisor.yamlio import load_json
+
+        try:
+            saved = Diagnosis.model_validate(load_json(path))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            raise InputError(f"not a ddpadvisor diagnosis: {loc}: {err['msg']}", path) from None
+        restored = 0
+        for fact in saved.facts:
+            obs = Observation(
+                fact=fact.fact,
+                value=fact.value,
+                source=fact.source,  # type: ignore[arg-type]
+                where=fact.where,
+                detail=fact.detail,
+            )
+            if fact.source == "answer" and fact.where == TUI_WHERE:
+                self.answers[fact.fact] = obs
+            else:
+                self.loaded.append(obs)
+            # Values the winner overrode still matter: they produce the same warnings again.
+            for old in fact.superseded:
+                self.loaded.append(
+                    Observation(
+                        fact=fact.fact,
+                        value=old.value,
+                        source=old.source,  # type: ignore[arg-type]
+                        where=old.where,
+                    )
+                )
+            restored += 1
+        self.sources.append(LoadedSource("session", path, restored))
+        return self.refresh()
+
+    # -- answers ----------------------------------------------------------------------------
+    def answer(self, fact_id: str, raw: Any) -> Diagnosis:
+        """Record the user's answer; ``None``/"unknown" means "don't know" and removes it.
+
+        Raises ValueProblem when the value does not fit the fact's type.
+        """
+        fact = self.engine.kb.facts.get(fact_id)
+        if fact is None:
+            raise ValueProblem(f"unknown fact {fact_id!r}")
+        value = parse_value(fact, raw)
+        if value is None:
+            self.answers.pop(fact_id, None)
+            self.declined.add(fact_id)
+        else:
+            # Assigning to an existing key keeps its place in the history.
+            self.answers[fact_id] = Observation(
+                fact=fact_id, value=value, source="answer", where=TUI_WHERE
+            )
+            self.declined.discard(fact_id)
+        return self.refresh()
+
+    def skip(self, fact_id: str) -> Diagnosis:
+        self.declined.add(fact_id)
+        return self.refresh()
+
+    def history(self) -> list[Observation]:
+        return list(self.answers.values())
+
+    # -- questions --------------------------------------------------------------------------
+    def next_prompt(self) -> Prompt | None:
+        """The engine's best next question among those not answered or declined."""
+        question = self.next_question()
+        return _prompt_from_question(question) if question else None
+
+    def next_question(self) -> QuestionOut | None:
+        observed = {f.fact for f in self.current.facts}
+        for q in self.current.next_questions:
+            if q.fact not in self.declined and q.fact not in observed:
+                return q
+        # The diagnosis lists only the best few; ask the engine for the whole list.
+        post = self.engine.posterior(self.observations())
+        rest = self.engine.questions(
+            post, observed | self.declined, gpu_available=self.gpu_available, limit=1
+        )
+        return rest[0] if rest else None
+
+    def edit_prompt(self, fact_id: str) -> Prompt:
+        fact = self.engine.kb.facts[fact_id]
+        obs = self.answers.get(fact_id)
+        return Prompt(
+            fact=fact.id,
+            question=fact.question,
+            type=fact.type,
+            choices=_choices(fact.type, fact.values),
+            help=fact.help,
+            how="ask",
+            current=obs.value if obs else None,
+            editing=True,
+        )
+
+    # -- export -----------------------------------------------------------------------------
+    def to_json(self) -> str:
+        """Exactly the document ``ddpadvisor --json`` prints for the same evidence."""
+        return self.current.model_dump_json(indent=2) + "\n"
+
+    def to_markdown(self) -> str:
+        return render_markdown(self.current)
+
+    def export(self, path: Path, fmt: str) -> Path:
+        text = self.to_json() if fmt == "json" else self.to_markdown()
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write: {exc.strerror or exc}", path) from None
+        return path
+
+
+def _choices(type_: str, values: list[str] | None) -> list[str] | None:
+    if type_ == "bool":
+        return ["true", "false"]
+    if type_ == "enum":
+        return list(values or [])
+    return None
+
+
+def _prompt_from_question(q: QuestionOut) -> Prompt:
+    return Prompt(
+        fact=q.fact,
+        question=q.question,
+        type=q.type,
+        choices=q.choices,
+        help=q.help,
+        how=q.how,
+        probe=q.probe,
+        expected_gain=q.expected_gain,
+    )
+
+
+def _is_saved_session(path: Path) -> bool:
+    """A saved diagnosis has these top-level keys; an answers file maps fact ids to values."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "schema_version" in data and "causes" in data
+
+
+def format_value(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
