@@ -1,0 +1,113 @@
+"""Typed messages between widgets, screens and workers (tests assert on these)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.message import Message
+
+from ddpadvisor.report.models import CauseOut, Diagnosis, FixOut
+from ddpadvisor.tui.runners import RunOutcome, RunProgress, RunRequest
+
+
+class AnswerChosen(Message):
+    """The user answered the shown question; ``value`` None means "don't know"."""
+
+    def __init__(self, fact: str, value: Any) -> None:
+        super().__init__()
+        self.fact = fact
+        self.value = value
+
+
+class QuestionSkipped(Message):
+    def __init__(self, fact: str) -> None:
+        super().__init__()
+        self.fact = fact
+
+
+class RunAsked(Message):
+    """A probe or trace offered as the next step was accepted."""
+
+    def __init__(self, kind: str, probe: str | None) -> None:
+        super().__init__()
+        self.kind = kind
+        self.probe = probe
+
+
+class CauseHighlighted(Message):
+    def __init__(self, cause_id: str) -> None:
+        super().__init__()
+        self.cause_id = cause_id
+
+
+class EditAnswer(Message):
+    """Go back to an earlier answer to change it."""
+
+    def __init__(self, fact: str) -> None:
+        super().__init__()
+        self.fact = fact
+
+
+class DiagnosisUpdated(Message):
+    """The evidence changed and the engine re-ranked the causes."""
+
+    def __init__(self, diagnosis: Diagnosis, reason: str) -> None:
+        super().__init__()
+        self.diagnosis = diagnosis
+        self.reason = reason
+
+    @property
+    def top(self) -> str:
+        return self.diagnosis.causes[0].id
+
+
+class RunStarted(Message):
+    def __init__(self, request: RunRequest) -> None:
+        super().__init__()
+        self.request = request
+
+
+class RunProgressed(Message):
+    def __init__(self, progress: RunProgress) -> None:
+        super().__init__()
+        self.progress = progress
+
+
+class RunFinished(Message):
+    def __init__(self, request: RunRequest, outcome: RunOutcome) -> None:
+        super().__init__()
+        self.request = request
+        self.outcome = outcome
+
+
+class RunEnded(Message):
+    """The run did not produce an outcome: cancelled by the user, or it crashed."""
+
+    def __init__(self, request: RunRequest, cancelled: bool, error: str = "") -> None:
+        super().__init__()
+        self.request = request
+        self.cancelled = cancelled
+        self.error = error
+
+
+class EvidenceLoaded(Message):
+    def __init__(self, kind: str, path: Path, count: int) -> None:
+        super().__init__()
+        self.kind = kind
+        self.path = path
+        self.count = count
+
+
+class ReportExported(Message):
+    def __init__(self, path: Path, fmt: str) -> None:
+        super().__init__()
+        self.path = path
+        self.fmt = fmt
+
+
+class FixChosen(Message):
+    def __init__(self, cause: CauseOut, fix: FixOut) -> None:
+        super().__init__()
+        self.cause = cause
+        self.fix = fix

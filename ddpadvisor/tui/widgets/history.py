@@ -1,0 +1,54 @@
+"""Answers given so far (in the order given) and facts from other sources; Enter edits one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.content import Content
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from ddpadvisor.report.models import FactOut
+from ddpadvisor.tui.messages import EditAnswer
+from ddpadvisor.tui.session import TUI_WHERE, format_value
+
+
+def fact_line(number: int | None, fact: FactOut) -> Content:
+    label = f"{number:>2}. " if number is not None else "    "
+    origin = fact.source if fact.where in (None, TUI_WHERE) else f"{fact.source} · {fact.where}"
+    return Content.assemble(
+        (label, "$text-muted"),
+        (fact.fact, "bold"),
+        f" = {format_value(fact.value)}",
+        (f"  {origin}", "$text-muted"),
+    )
+
+
+class HistoryList(OptionList):
+    DEFAULT_CLASSES = "panel"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.border_title = "Evidence · Enter changes an answer"
+
+    def show(self, order: list[str], facts: list[FactOut]) -> None:
+        """``order``: facts answered in the TUI, oldest first; the rest follow by name."""
+        keep = self.highlighted_option.id if self.highlighted_option else None
+        by_fact = {f.fact: f for f in facts}
+        options = []
+        for n, fact_id in enumerate((f for f in order if f in by_fact), start=1):
+            options.append(Option(fact_line(n, by_fact[fact_id]), id=fact_id))
+        for fact in facts:
+            if fact.fact not in order:
+                options.append(Option(fact_line(None, fact), id=fact.fact))
+        self.set_options(options)
+        ids = [o.id for o in options]
+        if keep in ids:
+            self.highlighted = ids.index(keep)
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option_id:
+            self.post_message(EditAnswer(event.option_id))

@@ -1,0 +1,54 @@
+"""Per-rank plots of a trace: loss, GradScaler scale and gradient norm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from ddpadvisor.tui.trace_series import read_series
+from ddpadvisor.tui.widgets.rank_plot import RankPlot
+
+PLOTS = (("loss", "loss per rank"), ("scale", "GradScaler scale"), ("grad_norm", "grad norm"))
+
+
+class PlotsPanel(VerticalScroll):
+    DEFAULT_CLASSES = "panel"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.border_title = "Per-rank plots"
+        self.folder: Path | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="plots-note", classes="muted")
+        for name, title in PLOTS:
+            yield RankPlot(title, id=f"plot-{name}")
+
+    def show(self, trace_dirs: list[Path]) -> None:
+        note = self.query_one("#plots-note", Static)
+        plots = {name: self.query_one(f"#plot-{name}", RankPlot) for name, _ in PLOTS}
+        if not trace_dirs:
+            note.update(
+                Content(
+                    "No trace loaded. Trace your script (t on the question screen, or "
+                    "'ddpadvisor trace --out DIR -- train.py'), then load the folder with o."
+                )
+            )
+            for plot in plots.values():
+                plot.display = False
+            return
+        self.folder = trace_dirs[-1]
+        series = read_series(self.folder)
+        skipped = (
+            f" · {series.skipped_lines} unreadable lines skipped" if series.skipped_lines else ""
+        )
+        note.update(Content(f"trace {self.folder.name}: {len(series.ranks())} ranks{skipped}"))
+        for name, plot in plots.items():
+            by_rank = series.series.get(name, {})
+            plot.display = bool(by_rank) or name == "loss"
+            plot.show(by_rank)

@@ -1,0 +1,200 @@
+"""The question being asked: its text, its typed choices and "don't know", or a probe to run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ddpadvisor.kb.values import ValueProblem
+from ddpadvisor.tui.messages import AnswerChosen, QuestionSkipped, RunAsked
+from ddpadvisor.tui.session import Prompt, format_value
+from ddpadvisor.tui.widgets.error_line import ErrorLine
+
+DONT_KNOW = "dont-know"
+SKIP = "skip"
+RUN = "run"
+ANSWER = "answer:"  # option ids of answers carry the value after this prefix
+
+_BOOL_LABELS = {"true": "yes", "false": "no"}
+
+
+class QuestionPanel(Vertical):
+    """Shows one :class:`Prompt` and posts what the user chose; holds no session state."""
+
+    DEFAULT_CLASSES = "panel"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.prompt: Prompt | None = None
+        self._values: list[str] = []  # answer values in the order of their number keys
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="q-text")
+        yield Static(id="q-help", classes="muted")
+        yield Input(id="q-input")
+        yield OptionList(id="q-choices")
+        yield ErrorLine(id="q-error")
+
+    # -- showing ----------------------------------------------------------------------------
+    def show(self, prompt: Prompt | None, *, settled: str | None = None) -> None:
+        self.prompt = prompt
+        text = self.query_one("#q-text", Static)
+        help_ = self.query_one("#q-help", Static)
+        entry = self.query_one("#q-input", Input)
+        choices = self.query_one("#q-choices", OptionList)
+        self.query_one("#q-error", ErrorLine).show("")
+        self._values = []
+        if prompt is None:
+            self.border_title = "Nothing left to ask"
+            text.update(
+                Content.assemble(
+                    "No question is worth asking any more. ",
+                    ("f", "bold $accent"),
+                    " shows the results and fixes, ",
+                    ("o", "bold $accent"),
+                    " adds evidence.",
+                )
+            )
+            help_.display = False
+            entry.display = False
+            choices.clear_options()
+            choices.display = False
+            return
+        self.border_title = _title(prompt, settled)
+        text.update(Content(prompt.question))
+        help_.update(Content(prompt.help or ""))
+        help_.display = bool(prompt.help)
+        options: list[Option] = []
+        if prompt.how in ("probe", "trace"):
+            action = (
+                f"Run probe '{prompt.probe}' now"
+                if prompt.how == "probe"
+                else "Trace my training script"
+            )
+            options = [
+                _option(1, action, RUN),
+                _option(2, "Skip: ask something else", SKIP),
+            ]
+            entry.display = False
+        elif prompt.choices:
+            for i, value in enumerate(prompt.choices, start=1):
+                label = _BOOL_LABELS.get(value, value) if prompt.type == "bool" else value
+                current = prompt.current is not None and format_value(prompt.current) == value
+                options.append(
+                    _option(i, label + ("  (current)" if current else ""), ANSWER + value)
+                )
+                self._values.append(value)
+            options.append(_option(0, "don't know", DONT_KNOW))
+            entry.display = False
+        else:
+            entry.display = True
+            entry.value = "" if prompt.current is None else format_value(prompt.current)
+            entry.placeholder = {"int": "a whole number", "float": "a number"}.get(
+                prompt.type, "text"
+            )
+            options = [_option(0, "don't know", DONT_KNOW)]
+        choices.set_options(options)
+        choices.display = True
+        choices.highlighted = self._current_index(prompt)
+
+    def _current_index(self, prompt: Prompt) -> int:
+        if prompt.current is not None and prompt.choices:
+            value = format_value(prompt.current)
+            if value in self._values:
+                return self._values.index(value)
+        return 0
+
+    def show_error(self, message: str) -> None:
+        self.query_one("#q-error", ErrorLine).show(message)
+
+    def focus_answer(self) -> None:
+        entry = self.query_one("#q-input", Input)
+        if entry.display:
+            entry.focus()
+        else:
+            self.query_one("#q-choices", OptionList).focus()
+
+    # -- choosing ---------------------------------------------------------------------------
+    def choose(self, number: int) -> bool:
+        """Answer with the choice shown as ``number`` (0 = don't know); False if none."""
+        if self.prompt is None:
+            return False
+        if self.prompt.how in ("probe", "trace"):
+            if number == 1:
+                self._post_choice(RUN)
+                return True
+            if number == 2:
+                self._post_choice(SKIP)
+                return True
+            return False
+        if number == 0:
+            self._post_choice(DONT_KNOW)
+            return True
+        if 1 <= number <= len(self._values):
+            self._post_choice(ANSWER + self._values[number - 1])
+            return True
+        return False
+
+    def dont_know(self) -> None:
+        if self.prompt is not None and self.prompt.how == "ask":
+            self._post_choice(DONT_KNOW)
+
+    def _post_choice(self, choice: str) -> None:
+        prompt = self.prompt
+        if prompt is None:
+            return
+        if choice == RUN:
+            self.post_message(RunAsked(prompt.how, prompt.probe))
+        elif choice == SKIP:
+            self.post_message(QuestionSkipped(prompt.fact))
+        elif choice == DONT_KNOW:
+            self.post_message(AnswerChosen(prompt.fact, None))
+        elif choice.startswith(ANSWER):
+            self.post_message(AnswerChosen(prompt.fact, choice[len(ANSWER) :]))
+
+    @on(OptionList.OptionSelected, "#q-choices")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option_id:
+            self._post_choice(event.option_id)
+
+    @on(Input.Submitted, "#q-input")
+    def _typed(self, event: Input.Submitted) -> None:
+        event.stop()
+        prompt = self.prompt
+        if prompt is None:
+            return
+        raw = event.value.strip()
+        if not raw:
+            self.show_error('Type a value, or choose "don\'t know".')
+            return
+        if prompt.type in ("int", "float"):
+            try:
+                float(raw) if prompt.type == "float" else int(raw)
+            except ValueError:
+                kind = "a whole number" if prompt.type == "int" else "a number"
+                self.show_error(f"{prompt.fact} expects {kind}, got {raw!r}")
+                return
+        self.post_message(AnswerChosen(prompt.fact, raw))
+
+    def reject(self, problem: ValueProblem) -> None:
+        self.show_error(str(problem))
+
+
+def _option(number: int, label: str, option_id: str) -> Option:
+    return Option(Content.assemble((f"{number} ", "bold $accent"), label), id=option_id)
+
+
+def _title(prompt: Prompt, settled: str | None) -> str:
+    if prompt.editing:
+        return f"Change your answer · {prompt.fact}"
+    kind = {"probe": "Next step: measure", "trace": "Next step: trace"}.get(prompt.how, "Question")
+    gain = f" · {prompt.expected_gain:.2f} bits" if prompt.expected_gain is not None else ""
+    lead = f"{settled} · " if settled else ""
+    return f"{lead}{kind}{gain}"

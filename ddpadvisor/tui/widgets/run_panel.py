@@ -1,0 +1,71 @@
+"""Progress of a probe or trace run, then its per-rank result table and what it measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import DataTable, ProgressBar, Static
+
+from ddpadvisor.tui.runners import RankRow, RunOutcome, RunProgress, RunRequest
+from ddpadvisor.tui.session import format_value
+
+OK_LABEL = {True: ("ok", "bold $success"), False: ("MISMATCH", "bold $error")}
+
+
+def row_cells(row: RankRow) -> tuple[str, str, Content]:
+    if row.ok is None:
+        return row.rank, row.item, Content(row.value)
+    label, style = OK_LABEL[row.ok]
+    return row.rank, row.item, Content.assemble((label, style), f"  {row.value}")
+
+
+class RunPanel(Vertical):
+    DEFAULT_CLASSES = "panel"
+
+    def __init__(self, request: RunRequest, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.request = request
+        self.border_title = request.describe()
+        self.lines_seen = 0
+
+    def compose(self) -> ComposeResult:
+        yield ProgressBar(total=None, show_eta=False, id="run-progress")
+        yield Static("starting…", id="run-line", classes="muted")
+        yield Static(id="run-status")
+        table: DataTable[Any] = DataTable(id="run-table", zebra_stripes=True)
+        table.add_columns("rank", "check", "result")
+        yield table
+
+    def progress(self, step: RunProgress) -> None:
+        self.lines_seen += 1
+        bar = self.query_one("#run-progress", ProgressBar)
+        if step.total:
+            bar.update(total=step.total, progress=step.done)
+        self.query_one("#run-line", Static).update(Content(step.text))
+
+    def finished(self, outcome: RunOutcome) -> None:
+        bar = self.query_one("#run-progress", ProgressBar)
+        bar.update(total=bar.total or 1, progress=bar.total or 1)
+        facts = outcome.gathered.observations
+        state = ("failed", "bold $error") if outcome.failed else ("done", "bold $success")
+        measured = ", ".join(f"{o.fact}={format_value(o.value)}" for o in facts) or "no facts"
+        self.query_one("#run-status", Static).update(
+            Content.assemble(state, f" · measured {len(facts)}: {measured}")
+        )
+        self.query_one("#run-line", Static).update(Content(outcome.message))
+        table = self.query_one("#run-table", DataTable)
+        table.clear()
+        rows = outcome.rows or [
+            RankRow(o.where or "-", o.fact, format_value(o.value)) for o in facts
+        ]
+        for row in rows:
+            table.add_row(*row_cells(row))
+
+    def ended(self, cancelled: bool, error: str) -> None:
+        text = ("cancelled", "bold $warning") if cancelled else ("crashed: " + error, "bold $error")
+        self.query_one("#run-status", Static).update(
+            Content.assemble(text, " · nothing was added to the evidence")
+        )

@@ -1,0 +1,74 @@
+"""Why the selected cause stands where it does: its prior, and the observations that moved it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from ddpadvisor.report.models import CauseOut, EvidenceItem
+from ddpadvisor.tui.session import format_value
+
+
+def evidence_line(ev: EvidenceItem) -> Content:
+    up = ev.direction == "for"
+    where = f" · {ev.where}" if ev.where else ""
+    via = ""
+    if len(ev.path) == 3:  # cause, mechanism, finding
+        via = f"  via {ev.path[1].split(':', 1)[-1]}"
+    parts: list[str | tuple[str, str]] = [
+        ("▲ " if up else "▼ ", "bold $success" if up else "bold $error"),
+        (f"{ev.size:+.1f} ", "bold"),
+        f"{ev.fact} = {format_value(ev.value)}",
+        (f"  {ev.source}{where}{via}", "$text-muted"),
+    ]
+    if ev.detail:
+        parts.append((f"\n       {ev.detail}", "$text-muted"))
+    return Content.assemble(*parts)
+
+
+def explain(cause: CauseOut, *, mechanism: bool = True) -> Content:
+    head = Content.assemble(
+        (f"#{cause.rank} {cause.id}", "bold"),
+        f"  {cause.score:.0%}",
+        (f"  (prior {cause.prior:.0%})", "$text-muted"),
+    )
+    lines: list[Content] = [head, Content(cause.title)]
+    if cause.evidence:
+        lines.append(Content.styled("Moved by (log10 likelihood ratio):", "bold"))
+        lines.extend(evidence_line(ev) for ev in cause.evidence)
+    else:
+        lines.append(
+            Content.styled(
+                "No observation bears on it yet: it stands on its prior and on what moved "
+                "the others.",
+                "$text-muted",
+            )
+        )
+    if mechanism and cause.mechanism:
+        lines.append(Content(""))
+        lines.append(Content.styled("Mechanism", "bold"))
+        lines.append(Content(" ".join(cause.mechanism.split())))
+    return Content("\n").join(lines)
+
+
+class WhyPanel(VerticalScroll):
+    DEFAULT_CLASSES = "panel"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.border_title = "Why"
+        self._body = Static(id="why-body")
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield self._body
+
+    def show(self, cause: CauseOut | None) -> None:
+        if cause is None:
+            self._body.update("")
+            return
+        self.border_title = f"Why {cause.id}"
+        self._body.update(explain(cause))
+        self.scroll_home(animate=False)
