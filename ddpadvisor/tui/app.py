@@ -1,0 +1,200 @@
+"""The ddpadvisor TUI: ``run_tui(args)`` for the CLI, ``create_app(...)`` for tests.
+
+The app owns one :class:`Session` and the injected probe/trace runners; screens render the
+session's current :class:`Diagnosis` and call back here to change the evidence.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+
+from ddpadvisor.engine.diagnose import Engine
+from ddpadvisor.errors import InputError
+from ddpadvisor.evidence.gather import Gathered
+from ddpadvisor.report.models import FixOut
+from ddpadvisor.tui.messages import DiagnosisUpdated, EvidenceLoaded
+from ddpadvisor.tui.runners import Runner, RunOutcome, RunRequest, SubprocessRunner
+from ddpadvisor.tui.screens.diagnose import DiagnoseScreen
+from ddpadvisor.tui.screens.evidence import EvidenceResult, EvidenceScreen
+from ddpadvisor.tui.screens.export import ExportScreen
+from ddpadvisor.tui.screens.fix import FixScreen
+from ddpadvisor.tui.screens.results import ResultsScreen
+from ddpadvisor.tui.screens.run import RunScreen
+from ddpadvisor.tui.session import Session
+
+
+class DDPAdvisorApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "ddpadvisor"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "toggle_keys", "Keys", key_display="?"),
+        Binding("f2", "toggle_theme", "Light/dark", show=False),
+    ]
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        probe_runner: Runner,
+        trace_runner: Runner,
+        show_start: bool = True,
+        nproc: int = 2,
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.probe_runner = probe_runner
+        self.trace_runner = trace_runner
+        self.show_start = show_start
+        self.nproc = nproc
+        self.diagnose_screen = DiagnoseScreen()
+
+    def on_mount(self) -> None:
+        self.push_screen(self.diagnose_screen)
+        if self.show_start:
+            self.open_evidence(start=True)
+
+    # -- evidence ---------------------------------------------------------------------------
+    def changed(self, reason: str) -> None:
+        """The session's evidence changed: re-render every screen that shows the diagnosis."""
+        if self.diagnose_screen.is_mounted:
+            self.diagnose_screen.update(reason)
+        else:
+            self.post_message(DiagnosisUpdated(self.session.current, reason))
+        for screen in self.screen_stack:
+            if isinstance(screen, ResultsScreen):
+                screen.refresh_results()
+
+    def load_evidence(self, kind: str, path: Path) -> str | None:
+        """Load a source into the session; returns the one-line problem, or None."""
+        before = len(self.session.observations())
+        try:
+            self.session.load(kind, path)
+        except InputError as exc:
+            return exc.one_line()
+        count = len(self.session.observations()) - before
+        self.post_message(EvidenceLoaded(kind, path, count))
+        self.notify(f"Loaded {count} facts from {path.name}", timeout=3)
+        self.changed(f"loaded {kind}")
+        return None
+
+    def open_evidence(self, *, start: bool) -> None:
+        self.push_screen(EvidenceScreen(start=start), self._evidence_chosen)
+
+    def _evidence_chosen(self, result: EvidenceResult | None) -> None:
+        if result is None:
+            return
+        if result.choice == "run-probes":
+            self.start_probes(())
+        elif result.choice == "run-trace" and result.path is not None:
+            self.start_trace(result.path)
+
+    # -- runs -------------------------------------------------------------------------------
+    def start_probes(self, probes: tuple[str, ...]) -> None:
+        request = RunRequest(kind="probe", probes=probes, nproc=self.nproc)
+        self.push_screen(RunScreen(request, self.probe_runner))
+
+    def ask_trace(self) -> None:
+        scripts = [s.path for s in self.session.sources if s.kind == "script"]
+        if scripts:
+            self.start_trace(scripts[-1])
+        else:
+            self.push_screen(EvidenceScreen(start=False), self._evidence_chosen)
+            self.notify("Choose 'Trace my training script now' and give its path.", timeout=4)
+
+    def start_trace(self, script: Path) -> None:
+        request = RunRequest(kind="trace", script=script, nproc=self.nproc)
+        self.push_screen(RunScreen(request, self.trace_runner))
+
+    def apply_outcome(self, request: RunRequest, outcome: RunOutcome) -> None:
+        self.session.add_measured(outcome.gathered, request.kind, outcome.out_dir)
+        self.changed(f"{request.kind} finished")
+
+    # -- results and export -----------------------------------------------------------------
+    def show_results(self, tab: str = "causes", cause: str | None = None) -> None:
+        self.push_screen(ResultsScreen(tab, cause=cause))
+
+    def open_fix(self, cause_id: str, fix: FixOut) -> None:
+        self.push_screen(FixScreen(cause_id, fix))
+
+    def open_export(self) -> None:
+        self.push_screen(ExportScreen())
+
+    def export(self, path: Path, fmt: str) -> str | None:
+        try:
+            self.session.export(path, fmt)
+        except InputError as exc:
+            return exc.one_line()
+        return None
+
+    # -- app keys ---------------------------------------------------------------------------
+    def action_toggle_keys(self) -> None:
+        if self.screen.query("HelpPanel"):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+
+def create_app(
+    engine: Engine | None = None,
+    *,
+    session: Session | None = None,
+    probe_runner: Runner | None = None,
+    trace_runner: Runner | None = None,
+    show_start: bool = True,
+    gpu_available: bool | None = None,
+    nproc: int = 2,
+) -> DDPAdvisorApp:
+    """Build the app; tests pass their own engine, session and fake runners."""
+    if session is None:
+        if engine is None:
+            from ddpadvisor.cli import load_engine
+
+            engine = load_engine([])
+        session = Session(engine, gpu_available=gpu_available)
+    runner = SubprocessRunner()
+    return DDPAdvisorApp(
+        session,
+        probe_runner=probe_runner or runner,
+        trace_runner=trace_runner or runner,
+        show_start=show_start,
+        nproc=nproc,
+    )
+
+
+def session_from_args(args: argparse.Namespace) -> Session:
+    """Load every source named on the command line; raises InputError before the UI starts."""
+    from ddpadvisor.cli import load_engine
+    from ddpadvisor.evidence.answers import parse_set
+
+    engine = load_engine(args.kb_dirs)
+    gpu = {"yes": True, "no": False}.get(getattr(args, "gpu", "unknown"))
+    session = Session(engine, gpu_available=gpu)
+    for path in args.answers:
+        session.load("answers", path)
+    if args.sets:
+        session.add_gathered(Gathered(parse_set(engine.kb, args.sets)), "set", None)
+    for kind, paths in (
+        ("script", args.scripts),
+        ("probe", args.probe_results),
+        ("trace", args.traces),
+    ):
+        for path in paths:
+            session.load(kind, path)
+    return session
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    session = session_from_args(args)
+    has_sources = bool(session.observations() or session.sources)
+    app = create_app(session=session, show_start=not has_sources)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,211 @@
+"""The question loop: the next question beside the live ranking, why, advice and history."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, cast
+
+from textual import events, on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from ddpadvisor.kb.values import ValueProblem
+from ddpadvisor.tui.messages import (
+    AnswerChosen,
+    CauseHighlighted,
+    DiagnosisUpdated,
+    EditAnswer,
+    QuestionSkipped,
+    RunAsked,
+)
+from ddpadvisor.tui.session import Prompt
+from ddpadvisor.tui.widgets.claims import ClaimsPanel
+from ddpadvisor.tui.widgets.history import HistoryList
+from ddpadvisor.tui.widgets.question import QuestionPanel
+from ddpadvisor.tui.widgets.ranking import RankingList
+from ddpadvisor.tui.widgets.summary import SummaryBar
+from ddpadvisor.tui.widgets.why import WhyPanel
+
+if TYPE_CHECKING:
+    from ddpadvisor.tui.app import DDPAdvisorApp
+
+# Below this size the screen is compact: question + one detail pane chosen with `v`.
+ROOMY_WIDTH, ROOMY_HEIGHT = 110, 34
+VIEWS = ("ranking", "why", "advice", "history")
+
+
+class DiagnoseScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "choose(1)", "Answer", key_display="1-9"),
+        *(Binding(str(n), f"choose({n})", show=False) for n in range(2, 10)),
+        Binding("0", "choose(0)", show=False),
+        Binding("d", "dont_know", "Unknown"),
+        Binding("s", "skip", "Skip"),
+        Binding("b", "back", "Back"),
+        Binding("v", "cycle_view", "View"),
+        Binding("f", "results", "Fixes"),
+        Binding("r", "probe", "Run probes", show=False),
+        Binding("t", "trace", "Trace", show=False),
+        Binding("o", "add_evidence", "Load"),
+        Binding("e", "export", "Save"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.editing: str | None = None  # fact whose earlier answer is being changed
+        self.view = "ranking"
+        self.prompt: Prompt | None = None
+
+    @property
+    def advisor(self) -> DDPAdvisorApp:
+        return cast("DDPAdvisorApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield SummaryBar(id="summary")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield QuestionPanel(id="question")
+                yield HistoryList(id="history")
+            with Vertical(id="right"):
+                yield RankingList(id="ranking")
+                yield WhyPanel(id="why")
+        yield ClaimsPanel(id="claims")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self._fit(self.app.size.width, self.app.size.height)
+        self.set_class(True, f"view-{self.view}")
+        self.update("start")
+        self.query_one(QuestionPanel).focus_answer()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        self.set_class(width < ROOMY_WIDTH or height < ROOMY_HEIGHT, "-compact")
+
+    # -- rendering the diagnosis ------------------------------------------------------------
+    def update(self, reason: str) -> None:
+        session = self.advisor.session
+        diagnosis = session.current
+        self.query_one(SummaryBar).show(diagnosis, len(session.answers))
+        ranking = self.query_one(RankingList)
+        ranking.show(diagnosis)
+        self._show_why(ranking.selected_cause)
+        self.query_one(ClaimsPanel).show(diagnosis.claims)
+        self.query_one(HistoryList).show(list(session.answers), diagnosis.facts)
+        if self.editing is not None:
+            self.prompt = session.edit_prompt(self.editing)
+        else:
+            self.prompt = session.next_prompt()
+        settled = f"Settled on {diagnosis.causes[0].id}" if diagnosis.done else None
+        self.query_one(QuestionPanel).show(self.prompt, settled=settled)
+        self.post_message(DiagnosisUpdated(diagnosis, reason))
+
+    def _show_why(self, cause_id: str | None) -> None:
+        diagnosis = self.advisor.session.current
+        cause = next((c for c in diagnosis.causes if c.id == cause_id), diagnosis.causes[0])
+        self.query_one(WhyPanel).show(cause)
+
+    # -- messages from the widgets ----------------------------------------------------------
+    @on(AnswerChosen)
+    def _answered(self, event: AnswerChosen) -> None:
+        try:
+            self.advisor.session.answer(event.fact, event.value)
+        except ValueProblem as problem:
+            self.query_one(QuestionPanel).reject(problem)
+            return
+        self.editing = None
+        self.update(f"answered {event.fact}")
+        self.query_one(QuestionPanel).focus_answer()
+
+    @on(QuestionSkipped)
+    def _skipped(self, event: QuestionSkipped) -> None:
+        self.advisor.session.skip(event.fact)
+        self.editing = None
+        self.update(f"skipped {event.fact}")
+
+    @on(EditAnswer)
+    def _edit(self, event: EditAnswer) -> None:
+        session = self.advisor.session
+        fact = next((f for f in session.current.facts if f.fact == event.fact), None)
+        if fact is not None and fact.source not in ("answer",):
+            self.notify(
+                f"{event.fact} comes from {fact.source} ({fact.where or 'no location'}); "
+                "a measured or scanned value wins over an answer.",
+                severity="warning",
+            )
+            return
+        self.editing = event.fact
+        self.update(f"editing {event.fact}")
+        self.query_one(QuestionPanel).focus_answer()
+
+    @on(CauseHighlighted)
+    def _highlighted(self, event: CauseHighlighted) -> None:
+        self._show_why(event.cause_id)
+
+    @on(RankingList.OptionSelected, "#ranking")
+    def _cause_opened(self, event: RankingList.OptionSelected) -> None:
+        event.stop()
+        self.advisor.show_results(cause=event.option_id)
+
+    @on(RunAsked)
+    def _run_asked(self, event: RunAsked) -> None:
+        if event.kind == "probe":
+            self.advisor.start_probes((event.probe,) if event.probe else ())
+        else:
+            self.action_trace()
+
+    # -- key actions ------------------------------------------------------------------------
+    def action_choose(self, number: int) -> None:
+        if not self.query_one(QuestionPanel).choose(number):
+            self.app.bell()
+
+    def action_dont_know(self) -> None:
+        self.query_one(QuestionPanel).dont_know()
+
+    def action_skip(self) -> None:
+        if self.editing is not None:
+            self.editing = None
+            self.update("edit cancelled")
+        elif self.prompt is not None:
+            self.post_message(QuestionSkipped(self.prompt.fact))
+
+    def action_back(self) -> None:
+        """Step back through earlier answers, newest first, to change one."""
+        order = list(self.advisor.session.answers)
+        if not order:
+            self.notify("No answer to go back to yet.")
+            return
+        if self.editing in order:
+            index = max(0, order.index(self.editing) - 1)
+        else:
+            index = len(order) - 1
+        self.post_message(EditAnswer(order[index]))
+
+    def action_cycle_view(self) -> None:
+        self.set_class(False, f"view-{self.view}")
+        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+        self.set_class(True, f"view-{self.view}")
+        if self.has_class("-compact"):
+            self.notify(f"Showing {self.view}", timeout=1.5)
+
+    def action_results(self) -> None:
+        self.advisor.show_results(cause=self.query_one(RankingList).selected_cause)
+
+    def action_probe(self) -> None:
+        if self.prompt is not None and self.prompt.how == "probe" and self.prompt.probe:
+            self.advisor.start_probes((self.prompt.probe,))
+        else:
+            self.advisor.start_probes(())
+
+    def action_trace(self) -> None:
+        self.advisor.ask_trace()
+
+    def action_add_evidence(self) -> None:
+        self.advisor.open_evidence(start=False)
+
+    def action_export(self) -> None:
+        self.advisor.open_export()

@@ -1,0 +1,151 @@
+"""Start (and later "add evidence"): pick what to begin with, or start a guided run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, cast
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ddpadvisor.tui.widgets.error_line import ErrorLine
+
+if TYPE_CHECKING:
+    from ddpadvisor.tui.app import DDPAdvisorApp
+
+
+@dataclass(frozen=True)
+class Choice:
+    id: str
+    label: str
+    needs: str | None  # "file" | "folder" | None
+    placeholder: str = ""
+
+
+CHOICES = (
+    Choice("nothing", "Nothing yet: ask me questions", None),
+    Choice("script", "A training script (read, never run)…", "file", "path/to/train.py"),
+    Choice("trace", "A trace folder from 'ddpadvisor trace'…", "folder", "path/to/trace-dir"),
+    Choice("probe", "Probe results from 'ddpadvisor probe'…", "folder", "path/to/probe-dir"),
+    Choice("answers", "An answers file or a saved session (.yaml/.json)…", "file", "answers.yaml"),
+    Choice("run-probes", "Run the probes now, on this machine", None),
+    Choice("run-trace", "Trace my training script now…", "file", "path/to/train.py"),
+)
+
+
+@dataclass(frozen=True)
+class EvidenceResult:
+    choice: str
+    path: Path | None = None
+
+
+class EvidenceScreen(ModalScreen[EvidenceResult | None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "pick(1)", "Choose", key_display="1-7"),
+        *(Binding(str(n), f"pick({n})", show=False) for n in range(2, len(CHOICES) + 1)),
+        Binding("escape", "close", "Close"),
+    ]
+
+    def __init__(self, *, start: bool) -> None:
+        super().__init__()
+        self.start = start
+        self.choice: Choice | None = None
+
+    @property
+    def advisor(self) -> DDPAdvisorApp:
+        return cast("DDPAdvisorApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="evidence-box", classes="panel dialog"):
+            yield Static(
+                Content(
+                    "Which evidence do you have? Answers you give, a script scan, probes and "
+                    "a trace all combine; measured facts win over scanned ones, and those over "
+                    "answers."
+                ),
+                id="evidence-intro",
+            )
+            yield OptionList(
+                *(
+                    Option(Content.assemble((f"{i} ", "bold $accent"), c.label), id=c.id)
+                    for i, c in enumerate(CHOICES, start=1)
+                ),
+                id="evidence-choices",
+            )
+            yield Input(id="evidence-path")
+            yield ErrorLine(id="evidence-error")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        box = self.query_one("#evidence-box")
+        box.border_title = "Start: what do you have?" if self.start else "Add evidence"
+        self.query_one("#evidence-path", Input).display = False
+        self.query_one("#evidence-choices", OptionList).focus()
+
+    @on(OptionList.OptionSelected, "#evidence-choices")
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        choice = next(c for c in CHOICES if c.id == event.option_id)
+        self.choice = choice
+        self.query_one("#evidence-error", ErrorLine).show("")
+        if choice.needs is None:
+            self.dismiss(EvidenceResult(choice.id))
+            return
+        entry = self.query_one("#evidence-path", Input)
+        entry.display = True
+        entry.placeholder = f"{choice.placeholder}  (Enter to {_verb(choice)}, Esc to go back)"
+        entry.focus()
+
+    @on(Input.Submitted, "#evidence-path")
+    def _path(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self.choice is None:
+            return
+        text = event.value.strip()
+        if not text:
+            self._error("Type a path first.")
+            return
+        path = Path(text).expanduser()
+        if self.choice.needs == "folder" and not path.is_dir():
+            self._error(f"{text}: not a folder")
+            return
+        if self.choice.needs == "file" and not path.is_file():
+            self._error(f"{text}: no such file")
+            return
+        if self.choice.id == "run-trace":
+            self.dismiss(EvidenceResult("run-trace", path))
+            return
+        problem = self.advisor.load_evidence(self.choice.id, path)
+        if problem:
+            self._error(problem)
+            return
+        self.dismiss(EvidenceResult(self.choice.id, path))
+
+    def _error(self, message: str) -> None:
+        self.query_one("#evidence-error", ErrorLine).show(message)
+
+    def action_pick(self, number: int) -> None:
+        choices = self.query_one("#evidence-choices", OptionList)
+        choices.highlighted = number - 1
+        choices.action_select()
+
+    def action_close(self) -> None:
+        entry = self.query_one("#evidence-path", Input)
+        if entry.display:
+            entry.display = False
+            self.choice = None
+            self.query_one("#evidence-error", ErrorLine).show("")
+            self.query_one("#evidence-choices", OptionList).focus()
+            return
+        self.dismiss(None)
+
+
+def _verb(choice: Choice) -> str:
+    return "trace it" if choice.id == "run-trace" else "load it"

@@ -1,0 +1,44 @@
+"""A fix in full; `c` copies its verify command (OSC 52, so it works over SSH too)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen
+from textual.widgets import Footer
+
+from ddpadvisor.report.models import FixOut
+from ddpadvisor.tui.widgets.fix_view import FixView
+
+
+class FixScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "copy_verify", "Copy verify command"),
+        Binding("y", "copy_code", "Copy code"),
+        Binding("escape", "dismiss", "Close"),
+    ]
+
+    def __init__(self, cause_id: str, fix: FixOut) -> None:
+        super().__init__()
+        self.cause_id = cause_id
+        self.fix = fix
+
+    def compose(self) -> ComposeResult:
+        yield FixView(self.cause_id, self.fix, id="fix-view", classes="panel dialog")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def action_copy_verify(self) -> None:
+        self.app.copy_to_clipboard(self.fix.verify.command)
+        self.notify(f"Copied: {self.fix.verify.command}", timeout=3)
+
+    def action_copy_code(self) -> None:
+        if self.fix.code is None:
+            self.notify("This fix has no code.", severity="warning")
+            return
+        self.app.copy_to_clipboard(self.fix.code.after)
+        self.notify("Copied the fixed code.", timeout=3)
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)

@@ -1,0 +1,124 @@
+"""Results: ranked causes with mechanism and fixes, the judged forum advice, plots, facts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
+
+from ddpadvisor.tui.messages import CauseHighlighted, FixChosen
+from ddpadvisor.tui.session import format_value
+from ddpadvisor.tui.widgets.cause_detail import CauseDetail
+from ddpadvisor.tui.widgets.claims import ClaimsPanel
+from ddpadvisor.tui.widgets.plots_panel import PlotsPanel
+from ddpadvisor.tui.widgets.ranking import RankingList
+from ddpadvisor.tui.widgets.summary import SummaryBar
+
+if TYPE_CHECKING:
+    from ddpadvisor.tui.app import DDPAdvisorApp
+
+
+class ResultsScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("c", "tab('causes')", "Causes"),
+        Binding("a", "tab('advice')", "Advice"),
+        Binding("p", "tab('plots')", "Plots"),
+        Binding("i", "tab('facts')", "Facts"),
+        Binding("x", "open_fix", "Open fix"),
+        Binding("e", "export", "Export"),
+    ]
+
+    def __init__(self, tab: str = "causes", *, cause: str | None = None) -> None:
+        super().__init__()
+        self.initial_tab = tab
+        self.initial_cause = cause
+
+    @property
+    def advisor(self) -> DDPAdvisorApp:
+        return cast("DDPAdvisorApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        yield SummaryBar(id="results-summary")
+        with TabbedContent(initial=self.initial_tab, id="results-tabs"):
+            with TabPane("Causes & fixes", id="causes"), Horizontal():
+                yield RankingList(id="results-ranking")
+                yield CauseDetail(id="cause-detail")
+            with TabPane("Forum advice", id="advice"):
+                yield ClaimsPanel(detailed=True, id="results-claims")
+            with TabPane("Plots", id="plots"):
+                yield PlotsPanel(id="plots-panel")
+            with TabPane("Facts", id="facts"), VerticalScroll():
+                yield DataTable(id="facts-table", zebra_stripes=True, cursor_type="row")
+                yield Static(id="facts-warnings")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.refresh_results()
+        ranking = self.query_one(RankingList)
+        if self.initial_cause:
+            ranking.select_cause(self.initial_cause)
+        if self.initial_tab == "causes":  # focusing a widget would switch to its tab
+            ranking.focus()
+
+    def on_screen_resume(self) -> None:
+        self.refresh_results()
+
+    def refresh_results(self) -> None:
+        session = self.advisor.session
+        diagnosis = session.current
+        self.query_one(SummaryBar).show(diagnosis, len(session.answers))
+        ranking = self.query_one(RankingList)
+        ranking.show(diagnosis)
+        self._detail(ranking.selected_cause)
+        self.query_one(ClaimsPanel).show(diagnosis.claims)
+        self.query_one(PlotsPanel).show(session.trace_dirs)
+        table: DataTable[Any] = self.query_one("#facts-table", DataTable)
+        table.clear(columns=True)
+        table.add_columns("fact", "value", "source", "where", "overrode")
+        for fact in diagnosis.facts:
+            overrode = ", ".join(f"{format_value(s.value)} ({s.source})" for s in fact.superseded)
+            table.add_row(
+                fact.fact, format_value(fact.value), fact.source, fact.where or "", overrode
+            )
+        warnings = self.query_one("#facts-warnings", Static)
+        warnings.update(
+            Content("Warnings:\n" + "\n".join(f"  ! {w}" for w in diagnosis.warnings))
+            if diagnosis.warnings
+            else Content("")
+        )
+
+    def _detail(self, cause_id: str | None) -> None:
+        diagnosis = self.advisor.session.current
+        cause = next((c for c in diagnosis.causes if c.id == cause_id), diagnosis.causes[0])
+        self.query_one(CauseDetail).show(cause)
+
+    @on(CauseHighlighted)
+    def _highlighted(self, event: CauseHighlighted) -> None:
+        self._detail(event.cause_id)
+
+    @on(RankingList.OptionSelected, "#results-ranking")
+    def _cause_chosen(self, event: RankingList.OptionSelected) -> None:
+        event.stop()
+        self.action_open_fix()
+
+    @on(FixChosen)
+    def _fix(self, event: FixChosen) -> None:
+        self.advisor.open_fix(event.cause.id, event.fix)
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_open_fix(self) -> None:
+        self.query_one(TabbedContent).active = "causes"
+        if not self.query_one(CauseDetail).open_fix():
+            self.notify("The selected cause has no fix.", severity="warning")
+
+    def action_export(self) -> None:
+        self.advisor.open_export()
