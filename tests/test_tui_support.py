@@ -1,0 +1,154 @@
+"""Shared pieces of the TUI tests: a frozen KB, fake runners, a trace folder, a simulated user.
+
+No tests here; pytest imports it as a module next to the TUI tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddpadvisor.engine.diagnose import Engine
+from ddpadvisor.evidence.gather import Gathered
+from ddpadvisor.evidence.observation import Observation
+from ddpadvisor.kb.load import KnowledgeBase, load_kb
+from ddpadvisor.tui.runners import ProgressFn, RankRow, RunOutcome, RunProgress, RunRequest
+from ddpadvisor.tui.session import Session, format_value
+
+FIXTURE_KB = Path(__file__).resolve().parent / "snapshots" / "kb"
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+def fixture_engine() -> Engine:
+    kb = load_kb([FIXTURE_KB])
+    kb.raise_first_problem()
+    return Engine(kb)
+
+
+@dataclass
+class FakeRunner:
+    """Emits ``steps`` progress reports, yielding to the event loop between them, then returns
+    canned observations. With ``hold`` set it waits on that event after the first report, so a
+    test can cancel it mid-run."""
+
+    observations: list[Observation]
+    rows: list[RankRow] = field(default_factory=list)
+    steps: int = 3
+    hold: asyncio.Event | None = None
+    calls: list[RunRequest] = field(default_factory=list)
+    cancelled: bool = False
+
+    async def __call__(
+        self, request: RunRequest, kb: KnowledgeBase, progress: ProgressFn
+    ) -> RunOutcome:
+        self.calls.append(request)
+        try:
+            for i in range(1, self.steps + 1):
+                progress(RunProgress(i, self.steps, f"{request.kind} step {i} of {self.steps}"))
+                await asyncio.sleep(0)
+                if self.hold is not None:
+                    await self.hold.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return RunOutcome(
+            Gathered(list(self.observations)),
+            rows=list(self.rows),
+            out_dir=None,
+            message=f"{request.kind} finished (exit 0)",
+        )
+
+
+def probe_runner() -> FakeRunner:
+    return FakeRunner(
+        observations=[
+            Observation(
+                fact="sampler_shards_overlap",
+                value=True,
+                source="probe",
+                where="ranks 0,1",
+                detail="ranks 0 and 1 share 512 of 512 indices",
+            )
+        ],
+        rows=[
+            RankRow("0", "sampler.shard_size", "512"),
+            RankRow("1", "sampler.shard_size", "512"),
+            RankRow("0", "sampler.disjoint_ok", "false", False),
+            RankRow("1", "sampler.disjoint_ok", "false", False),
+        ],
+    )
+
+
+def write_trace(folder: Path, steps: int = 40) -> Path:
+    """A small two-rank trace in the adapter's layout: rank 1 drifts away from rank 0."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in (0, 1):
+        lines = []
+        for step in range(steps):
+            loss = 2.0 - 0.03 * step + (0.02 * step * rank if step > 20 else 0.0)
+            record: dict[str, Any] = {
+                "rank": rank,
+                "step": step,
+                "loss": round(loss, 4),
+                "grad_norm": round(1.0 + 0.1 * rank * (step % 5), 4),
+                "scale": 65536.0 / (2 ** (step // 15)),
+            }
+            lines.append(json.dumps(record))
+        (folder / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+# -- simulated user -------------------------------------------------------------------------------
+
+
+@dataclass
+class Walk:
+    """What a truthful simulated user went through: the questions asked, the top after each."""
+
+    asked: list[str] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)
+    tops: list[str] = field(default_factory=list)  # tops[k]: the top cause after k questions
+    done_after: int | None = None  # questions until the engine called the ranking settled
+
+    def settled_after(self) -> int:
+        """The fewest questions after which the top cause is the final one and stays so."""
+        final = self.tops[-1]
+        k = len(self.tops) - 1
+        while k > 0 and self.tops[k - 1] == final:
+            k -= 1
+        return k
+
+
+def truth_from_answers(engine: Engine, path: Path) -> dict[str, Any]:
+    """The facts an answers file states, typed (what the simulated user knows)."""
+    from ddpadvisor.evidence.answers import read_answers
+
+    observations, _ = read_answers(engine.kb, path)
+    return {o.fact: o.value for o in observations}
+
+
+def simulate(session: Session, truth: dict[str, Any], *, limit: int = 60) -> Walk:
+    """Answer every question the session asks: truthfully when known, "don't know" otherwise;
+    skip probes (nothing is measured). Stops when the engine settles or nothing is left."""
+    walk = Walk(tops=[session.current.causes[0].id])
+    for _ in range(limit):
+        prompt = session.next_prompt()
+        if prompt is None:
+            break
+        walk.asked.append(prompt.fact)
+        if prompt.how != "ask":
+            session.skip(prompt.fact)
+        elif prompt.fact in truth:
+            session.answer(prompt.fact, format_value(truth[prompt.fact]))
+            walk.answered.append(prompt.fact)
+        else:
+            session.answer(prompt.fact, None)
+        walk.tops.append(session.current.causes[0].id)
+        if session.current.done and walk.done_after is None:
+            walk.done_after = len(walk.asked)
+            break
+    return walk
