@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -524,16 +525,19 @@ def main() -> int:
     wanted = [n for n in args.only.split(",") if n] or list(EXPERIMENTS)
     results: Result = {}
     errors: dict[str, str] = {}
+    seconds: dict[str, float] = {}
     for name in wanted:
+        start = time.perf_counter()
         try:
             results[name] = EXPERIMENTS[name](rank, world)
         except Exception:
             errors[name] = traceback.format_exc()
         gc.collect()
+        seconds[name] = round(time.perf_counter() - start, 3)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"rank{rank}.json"
     payload = {"world_size": world, "torch": torch.__version__, "results": results}
-    payload.update(errors=errors, done=True)
+    payload.update(errors=errors, seconds=seconds, done=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(payload))
     os.replace(tmp, path)  # the file appears complete or not at all
