@@ -1,0 +1,41 @@
+"""``--script train.py``: facts read statically from the training script.
+
+The script is parsed with :mod:`ast` only (see :mod:`ddpadvisor.scan`); it is never imported
+or executed, and neither are the sibling modules it imports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpadvisor.evidence.gather import Gathered
+from ddpadvisor.evidence.observation import Observation
+from ddpadvisor.kb.load import KnowledgeBase
+from ddpadvisor.kb.values import ValueProblem, parse_value
+from ddpadvisor.scan import scan_file
+
+
+def scan_script(kb: KnowledgeBase, path: Path) -> Gathered:
+    result = scan_file(path)
+    out = Gathered(warnings=list(result.warnings))
+    for finding in result.findings:
+        fact = kb.facts.get(finding.fact)
+        if fact is None:
+            continue  # a fact this KB does not define: nothing can use it
+        try:
+            value = parse_value(fact, finding.value)
+        except ValueProblem as exc:
+            out.warnings.append(f"{finding.where}: scanner value ignored: {exc}")
+            continue
+        if value is None:
+            continue
+        out.observations.append(
+            Observation(
+                fact=finding.fact,
+                value=value,
+                source="script",
+                where=finding.where,
+                detail=finding.detail,
+            )
+        )
+    return out

@@ -1,0 +1,59 @@
+"""Static scan of a training script: DDP faults read from the code, never by running it.
+
+``scan_file(path)`` parses the script (and sibling modules it imports) with :mod:`ast`,
+walks it in program order (:mod:`.walker`), recovers the training step and accumulation
+window (:mod:`.analysis`) and turns them into fact values with locations (:mod:`.rules`).
+Nothing here imports torch or the scanned code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ddpadvisor.scan.rules import Finding
+
+__all__ = ["Finding", "ScanResult", "scan_file"]
+
+
+@dataclass
+class ScanResult:
+    findings: list[Finding] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    framework: str | None = None
+
+    def value(self, fact: str) -> object | None:
+        """The decided value of a fact, or None when the scan left it unknown."""
+        for f in reversed(self.findings):
+            if f.fact == fact:
+                return f.value
+        return None
+
+
+def _consolidate(findings: list[Finding]) -> list[Finding]:
+    """One value per fact (the last decided one), every distinct location that shows it."""
+    final: dict[str, object] = {}
+    for f in findings:
+        final[f.fact] = f.value
+    out: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for f in findings:
+        if f.value != final[f.fact] or (f.fact, f.where) in seen:
+            continue
+        seen.add((f.fact, f.where))
+        out.append(f)
+    return out
+
+
+def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
+    """Scan one script. Raises :class:`ddpadvisor.errors.InputError` for unreadable input."""
+    from ddpadvisor.scan.rules import Rules
+    from ddpadvisor.scan.source import load
+    from ddpadvisor.scan.walker import Walker
+
+    sources = load(Path(path))
+    walk = Walker(sources).run()
+    rules = Rules(walk, strict=strict)
+    rules.run()
+    warnings = list(dict.fromkeys([*walk.warnings, *rules.warnings]))
+    return ScanResult(_consolidate(rules.findings), warnings, rules.a.framework)

@@ -1,0 +1,494 @@
+"""Structure recovered from the walker's events: the training step and its accumulation window.
+
+The rules in :mod:`ddpadvisor.scan.rules` ask questions such as "does zero_grad run on every
+micro-step?". They are answered here by locating the main ``backward()``, the optimizer step
+that consumes it, the loop between them, and by simulating the micro-step index through the
+conditions around each event with :mod:`ddpadvisor.scan.evaluate`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.context import CondCtx, Ctx, Event, LoopCtx, WithCtx, common_prefix, ctx_after
+from ddpadvisor.scan.evaluate import Undecidable, evaluate, free_names
+from ddpadvisor.scan.values import Obj, Val
+from ddpadvisor.scan.walker import WalkResult
+
+PROBE_K = (2, 3, 4, 5)  # accumulation counts tried when the real one is not known
+
+
+def text(node: ast.AST | None, limit: int = 60) -> str:
+    if node is None:
+        return ""
+    try:
+        out = ast.unparse(node)
+    except Exception:  # unparse of a synthetic node; only used for messages
+        return ""
+    return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+def recv_text(ev: Event) -> str:
+    call = ev.node
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+        return text(call.func.value)
+    return ""
+
+
+@dataclass
+class Accum:
+    """How micro-batches relate to optimizer steps."""
+
+    style: str  # "none" | "inner" | "modulo" | "framework" | "unknown"
+    k: int | None = None
+    k_node: ast.expr | None = None  # the count as written (expanded), when not a constant
+    k_where: str = ""
+    micro_loop: LoopCtx | None = None
+    boundary: CondCtx | None = None
+    index_var: str | None = None
+    step: Event | None = None
+    backward: Event | None = None
+    k_default: bool = False  # k is a command-line / config default
+    reason: str = ""
+
+    @property
+    def accumulates(self) -> bool | None:
+        if self.style in ("none",):
+            return False
+        if self.k is not None:
+            return self.k >= 2
+        return None if self.style == "unknown" else True
+
+
+@dataclass
+class Window:
+    """Micro-step indices to simulate and the ones after which the optimizer steps."""
+
+    var: str | None
+    indices: list[int]
+    boundaries: set[int]
+    k: int
+    k_node: ast.expr | None
+    scope: Ctx = field(default_factory=tuple)  # events nested below this are "per micro-step"
+
+
+class Analysis:
+    def __init__(self, walk: WalkResult) -> None:
+        self.walk = walk
+        self.events = walk.events
+        self.objects = walk.objects
+        self.by_seq = {e.seq: e for e in self.events}
+
+    # -------------------------------------------------------------- objects
+    def objs(self, *kinds: str) -> list[Obj]:
+        return [o for o in self.objects.values() if o.kind in kinds]
+
+    @cached_property
+    def ddps(self) -> list[Obj]:
+        return self.objs(V.DDP)
+
+    @cached_property
+    def fsdps(self) -> list[Obj]:
+        return self.objs(V.FSDP)
+
+    @cached_property
+    def framework(self) -> str | None:
+        trainers = self.objs(V.TRAINER)
+        if trainers and any(
+            e.method == "train" and e.recv is not None and e.recv.kind == V.TRAINER
+            for e in self.events
+        ):
+            return "hf_trainer"
+        if trainers:
+            return "hf_trainer"
+        if self.objs(V.ACCELERATOR) and any(
+            e.recv is not None
+            and e.recv.kind == V.ACCELERATOR
+            and (e.method or "").startswith("prepare")
+            for e in self.events
+        ):
+            return "accelerate"
+        return None
+
+    @cached_property
+    def distributed(self) -> bool:
+        if self.ddps or self.fsdps or self.framework:
+            return True
+        return any(
+            apis.last(e.name) in ("init_process_group", "init_distributed") for e in self.events
+        )
+
+    # -------------------------------------------------------------- events
+    def calls(self, method: str | None = None) -> list[Event]:
+        return [
+            e for e in self.events if e.kind == "call" and (method is None or e.method == method)
+        ]
+
+    @staticmethod
+    def under_no_grad(ev: Event) -> bool:
+        return any(w.kind == V.CTX_NO_GRAD for w in ev.withs())
+
+    @cached_property
+    def backwards(self) -> list[Event]:
+        out = []
+        for e in self.calls():
+            if (
+                e.method == "backward" and e.recv is not None and e.recv.kind not in (V.OPTIMIZER,)
+            ) or (apis.last(e.name) == "backward" and e.name.endswith("autograd.backward")):
+                out.append(e)
+        return [e for e in out if not self.under_no_grad(e)]
+
+    @staticmethod
+    def loss_of(ev: Event) -> Val:
+        if ev.method == "backward" and ev.recv is not None:
+            if ev.recv.kind in (V.ACCELERATOR, V.DDP) and ev.args:
+                return ev.args[0]
+            return ev.recv
+        return ev.args[0] if ev.args else Val()
+
+    @cached_property
+    def main_backward(self) -> Event | None:
+        with_fwd = [b for b in self.backwards if V.FWD in self.loss_of(b).taint]
+        pool = with_fwd or self.backwards
+        # The training backward is the one inside the most loops (warm-up passes sit outside).
+        return max(pool, key=lambda b: (len(b.loops()), -b.seq)) if pool else None
+
+    def is_optimizer_step(self, e: Event) -> bool:
+        if e.kind != "call" or e.method != "step":
+            return False
+        recv = e.recv
+        if recv is None:
+            return False
+        if recv.kind == V.OPTIMIZER:
+            return True
+        if recv.kind == V.SCALER:
+            return True
+        if recv.kind == V.DDP:  # a DeepSpeed engine
+            obj = self.objects.get(recv.ref or -1)
+            return bool(obj and obj.extra.get("deepspeed"))
+        if recv.kind is None:
+            name = recv_text(e).lower()
+            return "optim" in name or name in ("opt", "self.opt")
+        return False
+
+    @cached_property
+    def opt_steps(self) -> list[Event]:
+        return [e for e in self.events if self.is_optimizer_step(e)]
+
+    def is_scheduler_step(self, e: Event) -> bool:
+        if e.kind != "call" or e.method != "step" or e.recv is None:
+            return False
+        if e.recv.kind == V.SCHEDULER:
+            return True
+        return e.recv.kind is None and "sched" in recv_text(e).lower()
+
+    @cached_property
+    def sched_steps(self) -> list[Event]:
+        return [e for e in self.events if self.is_scheduler_step(e)]
+
+    @cached_property
+    def zero_grads(self) -> list[Event]:
+        out = []
+        for e in self.events:
+            if (e.kind == "call" and e.method == "zero_grad") or (
+                e.kind == "assign"
+                and e.attr == "grad"
+                and e.value is not None
+                and e.value.known
+                and e.value.const is None
+            ):
+                out.append(e)
+        return out
+
+    @cached_property
+    def main_step(self) -> Event | None:
+        b = self.main_backward
+        if b is None:
+            return None
+        best: Event | None = None
+        best_key: tuple[int, int] | None = None
+        for s in self.opt_steps:
+            shared = len(common_prefix(b.ctx, s.ctx))
+            after = 1 if s.seq > b.seq else 0
+            key = (shared, after)
+            if best_key is None or key > best_key:
+                best, best_key = s, key
+        return best
+
+    @cached_property
+    def step_loop(self) -> LoopCtx | None:
+        """The loop whose one iteration is one micro-step (or one step without accumulation)."""
+        b = self.main_backward
+        if b is None:
+            return None
+        loops = b.loops()
+        return loops[-1] if loops else None
+
+    @cached_property
+    def train_forwards(self) -> list[Event]:
+        """Forward passes whose output reaches a backward."""
+        seqs: set[int] = set()
+        for b in self.backwards:
+            for t in self.loss_of(b).taint:
+                if t.startswith("fwdseq:"):
+                    seqs.add(int(t.split(":", 1)[1]))
+        return [self.by_seq[s] for s in sorted(seqs) if s in self.by_seq]
+
+    # -------------------------------------------------------------- accumulation
+    @cached_property
+    def accum(self) -> Accum:
+        b, s = self.main_backward, self.main_step
+        acc_ctx = [w for w in (b.withs() if b else []) if w.kind == V.CTX_ACCUMULATE]
+        if acc_ctx:
+            return self._framework_accum(b, s, acc_ctx[0])
+        if b is None:
+            return Accum("unknown", reason="no backward() call found")
+        if s is None:
+            return Accum("unknown", backward=b, reason="no optimizer.step() found")
+        shared = common_prefix(b.ctx, s.ctx)
+        b_rest = ctx_after(b.ctx, shared)
+        s_rest = ctx_after(s.ctx, shared)
+        inner = [c for c in b_rest if isinstance(c, LoopCtx)]
+        if inner:
+            loop = inner[0]
+            k, k_node, dflt = self._count(loop.count)
+            it = getattr(loop.node, "iter", None)
+            if k is None and isinstance(it, ast.Call) and it.args and text(it.func) == "range":
+                k_node = it.args[-1] if len(it.args) <= 2 else None
+            return Accum(
+                "inner",
+                k=k,
+                k_node=k_node,
+                k_where=loop.where,
+                micro_loop=loop,
+                index_var=loop.index_var,
+                step=s,
+                backward=b,
+                k_default=dflt,
+            )
+        loops = [c for c in shared if isinstance(c, LoopCtx)]
+        loop = loops[-1] if loops else None
+        conds = [c for c in s_rest if isinstance(c, CondCtx)]
+        for cond in conds:
+            mod = _find_mod(cond.test)
+            if mod is None:
+                continue
+            k_node = mod.right
+            k: int | None = None
+            if isinstance(k_node, ast.Constant) and isinstance(k_node.value, int):
+                k = k_node.value
+            names = free_names(mod.left)
+            index = next(iter(names)) if len(names) == 1 else None
+            return Accum(
+                "modulo",
+                k=k,
+                k_node=None if k is not None else k_node,
+                k_where=f"{cond.file}:{cond.line}",
+                micro_loop=loop,
+                boundary=cond,
+                index_var=index,
+                step=s,
+                backward=b,
+            )
+        if loop is None:
+            return Accum("unknown", step=s, backward=b, reason="backward() is not inside a loop")
+        if any(isinstance(c, LoopCtx) for c in s_rest):
+            return Accum(
+                "unknown", step=s, backward=b, reason="optimizer.step() sits in a different loop"
+            )
+        if conds:
+            if all(V.RANK not in c.taint for c in conds) and any(
+                "finite" in text(c.test)
+                or "nan" in text(c.test).lower()
+                or "skip" in text(c.test).lower()
+                for c in conds
+            ):
+                return Accum("none", k=1, micro_loop=loop, step=s, backward=b)
+            return Accum(
+                "unknown",
+                step=s,
+                backward=b,
+                micro_loop=loop,
+                reason="optimizer.step() runs under a condition the scanner cannot read",
+            )
+        return Accum("none", k=1, micro_loop=loop, step=s, backward=b, k_where=s.where)
+
+    def _framework_accum(self, b: Event | None, s: Event | None, w: WithCtx) -> Accum:
+        acc = next(iter(self.objs(V.ACCELERATOR)), None)
+        k: int | None = 1
+        dflt = False
+        if acc is not None and "gradient_accumulation_steps" in acc.kwargs:
+            k, _, dflt = self._count(acc.kwargs["gradient_accumulation_steps"])
+        return Accum(
+            "framework", k=k, k_where=f"{w.file}:{w.line}", step=s, backward=b, k_default=dflt
+        )
+
+    @staticmethod
+    def _count(val: Val | None) -> tuple[int | None, ast.expr | None, bool]:
+        if val is None:
+            return None, None, False
+        if val.known and isinstance(val.const, (int, float)) and not isinstance(val.const, bool):
+            return int(val.const), None, V.ARGDEFAULT in val.taint
+        return None, None, False
+
+    # -------------------------------------------------------------- simulation
+    @cached_property
+    def window(self) -> Window | None:
+        acc = self.accum
+        if acc.style == "none" and acc.micro_loop is not None:
+            return Window(None, [0], {0}, 1, None, self._scope_of(acc.micro_loop))
+        if acc.style not in ("inner", "modulo") or acc.micro_loop is None:
+            return None
+        k = acc.k or 4
+        if acc.style == "inner":
+            return Window(
+                acc.index_var,
+                list(range(k)),
+                {k - 1},
+                k,
+                acc.k_node,
+                self._scope_of(acc.micro_loop),
+            )
+        if acc.index_var is None or acc.boundary is None:
+            return None
+        indices = list(range(2 * k))
+        boundaries: set[int] = set()
+        for i in indices:
+            hit = self._cond_true(acc.boundary, acc.index_var, i, k, acc.k_node)
+            if hit is None:
+                return None
+            if hit:
+                boundaries.add(i)
+        if not boundaries:
+            return None
+        return Window(
+            acc.index_var, indices, boundaries, k, acc.k_node, self._scope_of(acc.micro_loop)
+        )
+
+    def _scope_of(self, loop: LoopCtx) -> Ctx:
+        for e in self.events:
+            for i, c in enumerate(e.ctx):
+                if c is loop:
+                    return e.ctx[: i + 1]
+        return (loop,)
+
+    @staticmethod
+    def _cond_true(
+        cond: CondCtx, var: str | None, i: int, k: int, k_node: ast.expr | None
+    ) -> bool | None:
+        value = eval_at(cond.test, var, i, k, k_node)
+        if value is None:
+            return None
+        return value if cond.branch else not value
+
+    def runs_at(self, ev: Event, i: int, win: Window) -> bool | None:
+        """Does ``ev`` run in micro-step ``i`` of the window? None: cannot tell."""
+        inner = ctx_after(ev.ctx, win.scope)
+        if inner is ev.ctx and win.scope:
+            return None  # not inside the window's loop
+        for c in inner:
+            if isinstance(c, CondCtx):
+                if c.const is not None and V.ARGDEFAULT not in c.taint:
+                    if bool(c.const) != c.branch:
+                        return False
+                    continue
+                hit = self._cond_true(c, win.var, i, win.k, win.k_node)
+                if hit is None:
+                    return None
+                if not hit:
+                    return False
+        return True
+
+    def in_window(self, ev: Event, win: Window) -> bool:
+        return ctx_after(ev.ctx, win.scope) is not ev.ctx or not win.scope
+
+    @cached_property
+    def flag_events(self) -> list[Event]:
+        return [
+            e for e in self.events if e.kind == "assign" and e.attr == "require_backward_grad_sync"
+        ]
+
+    def synced_at(self, fwd: Event, i: int, win: Window) -> tuple[bool | None, str]:
+        """Whether the forward ``fwd`` at micro-step ``i`` prepares a synchronising backward."""
+        for w in fwd.withs():
+            if w.kind != V.CTX_NO_SYNC:
+                continue
+            if w.cond is None:
+                return False, f"{w.file}:{w.line}"
+            hit = eval_at(w.cond, win.var, i, win.k, win.k_node)
+            if hit is None:
+                return None, ""
+            if hit:
+                return False, f"{w.file}:{w.line}"
+        flags = [e for e in self.flag_events if self.in_window(e, win)]
+        if flags:
+            before = [e for e in flags if e.seq < fwd.seq and self.runs_at(e, i, win)]
+            chosen: Event | None = before[-1] if before else None
+            iteration = i
+            if chosen is None and i > 0:
+                prev = [e for e in flags if self.runs_at(e, i - 1, win)]
+                chosen = prev[-1] if prev else None
+                iteration = i - 1
+            if chosen is not None and chosen.value_node is not None:
+                val = eval_at(chosen.value_node, win.var, iteration, win.k, win.k_node)
+                if val is None:
+                    return None, ""
+                if not val:
+                    return False, chosen.where
+        return True, ""
+
+
+def _find_mod(node: ast.AST) -> ast.BinOp | None:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
+            return sub
+    return None
+
+
+def _substitute(node: ast.expr, pattern: ast.expr | None, k: int) -> ast.expr:
+    if pattern is None:
+        return node
+    target = ast.dump(pattern)
+
+    class Sub(ast.NodeTransformer):
+        def visit(self, n: ast.AST) -> ast.AST:
+            if isinstance(n, ast.expr) and ast.dump(n) == target:
+                return ast.Constant(k)
+            return super().visit(n)
+
+    import copy
+
+    return Sub().visit(copy.deepcopy(node))  # type: ignore[no-any-return]
+
+
+def eval_at(
+    node: ast.expr, var: str | None, i: int, k: int, k_node: ast.expr | None
+) -> bool | None:
+    """Evaluate a condition at micro-step ``i``; with an unknown count, it must agree for all."""
+    tries = [k] if k_node is None else list(PROBE_K)
+    results = set()
+    for kk in tries:
+        expr = _substitute(node, k_node, kk)
+        names = free_names(expr)
+        env = {}
+        if var is not None:
+            env[var] = i if k_node is None else _scale(i, k, kk)
+        if names - set(env):
+            return None
+        try:
+            results.add(bool(evaluate(expr, env)))
+        except Undecidable:
+            return None
+    return results.pop() if len(results) == 1 else None
+
+
+def _scale(i: int, k: int, kk: int) -> int:
+    """Map index ``i`` of a window of ``k`` to the same position in a window of ``kk``."""
+    window, pos = divmod(i, k)
+    if pos == k - 1:
+        return window * kk + kk - 1
+    return window * kk + min(pos, kk - 2)
