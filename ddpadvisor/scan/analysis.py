@@ -465,10 +465,27 @@ def _substitute(node: ast.expr, pattern: ast.expr | None, k: int) -> ast.expr:
     return Sub().visit(copy.deepcopy(node))  # type: ignore[no-any-return]
 
 
+_EVAL_CACHE: dict[tuple[int, str | None, int, int, int], tuple[ast.expr, bool | None]] = {}
+
+
 def eval_at(
     node: ast.expr, var: str | None, i: int, k: int, k_node: ast.expr | None
 ) -> bool | None:
     """Evaluate a condition at micro-step ``i``; with an unknown count, it must agree for all."""
+    key = (id(node), var, i, k, id(k_node))
+    hit = _EVAL_CACHE.get(key)
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    out = _eval_at(node, var, i, k, k_node)
+    if len(_EVAL_CACHE) > 50_000:
+        _EVAL_CACHE.clear()
+    _EVAL_CACHE[key] = (node, out)
+    return out
+
+
+def _eval_at(
+    node: ast.expr, var: str | None, i: int, k: int, k_node: ast.expr | None
+) -> bool | None:
     tries = [k] if k_node is None else list(PROBE_K)
     results = set()
     for kk in tries:

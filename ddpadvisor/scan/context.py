@@ -52,6 +52,8 @@ class FuncCtx:
     name: str
     file: str
     line: int
+    call_where: str = ""  # where the inlined function was called from
+    self_kind: str | None = None  # the kind of ``self`` for a method called on an object
 
 
 Ctx = tuple[LoopCtx | WithCtx | CondCtx | FuncCtx, ...]

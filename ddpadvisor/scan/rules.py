@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Analysis, eval_at, recv_text, text
-from ddpadvisor.scan.context import CondCtx, Event, LoopCtx
+from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
 from ddpadvisor.scan.values import Obj, Val
 from ddpadvisor.scan.walker import ClassInfo, FuncRef, WalkResult
 
@@ -63,6 +63,7 @@ class Rules:
         self.warnings: list[str] = []
         self.strict = strict or bool(os.environ.get("DDPADVISOR_DEBUG"))
         self.label = walk.sources.main.label
+        self._by_class: dict[int, list[tuple[ast.Call, str]]] | None = None
 
     # ------------------------------------------------------------------ plumbing
     def emit(self, fact: str, value: Value, where: str, detail: str) -> None:
@@ -752,7 +753,7 @@ class Rules:
                 if V.DDP_MODULE in r or (
                     V.MODEL in r and ref in wrapped and f.seq > wrapped[ref].seq
                 ):
-                    bypass_at = f.where
+                    bypass_at = _call_site(f)
             if bypass_at is not None:
                 self.emit(
                     fact,
@@ -784,7 +785,7 @@ class Rules:
             for x in a.backwards
             if loop in x.ctx
             and V.FWD in a.loss_of(x).taint
-            and not any(w.kind == V.CTX_NO_SYNC for w in x.withs())
+            and not any(w.kind == V.CTX_NO_SYNC and w.cond is None for w in x.withs())
         ]
         ddp_routed = [x for x in same if "route:ddp" in a.loss_of(x).taint]
         if not ddp_routed:
@@ -1370,11 +1371,9 @@ class Rules:
             if isinstance(arch, str) and arch.lower().startswith(apis.BN_MODEL_PREFIXES):
                 bn.append(o.where)
         for info in self.walk.classes:
-            for sub in ast.walk(info.node):
-                if isinstance(sub, ast.Call):
-                    name = text(sub.func)
-                    if apis.last(name) in apis.BN_CLASSES:
-                        bn.append(f"{info.scope.module.label}:{sub.lineno}")
+            for call, name in self._class_calls(info):
+                if apis.last(name) in apis.BN_CLASSES:
+                    bn.append(f"{info.scope.module.label}:{call.lineno}")
         syncbn = [o.extra["syncbn"] for o in a.objects.values() if o.extra.get("syncbn")]
         syncbn_ctor = [e for e in a.calls() if apis.last(e.name) == "SyncBatchNorm"]
         if bn:
@@ -1441,6 +1440,16 @@ class Rules:
                 return False
         return True
 
+    def _class_calls(self, info: ClassInfo) -> list[tuple[ast.Call, str]]:
+        if self._by_class is None:
+            self._by_class = {}
+            modules = [self.walk.sources.main, *self.walk.sources.modules.values()]
+            for m in modules:
+                for call, name, cls in m.index.calls:
+                    if cls is not None:
+                        self._by_class.setdefault(id(cls), []).append((call, name))
+        return self._by_class.get(id(info.node), [])
+
     def _class_tree_known(self, info: ClassInfo, seen: set[int]) -> bool:
         """Every sub-module the class builds is from torch.nn or another local class."""
         if id(info) in seen:
@@ -1448,10 +1457,9 @@ class Rules:
         seen.add(id(info))
         glob = info.scope.globals
         for cls in info.mro():
-            for sub in ast.walk(cls.node):
-                if not isinstance(sub, ast.Call):
+            for _call, name in self._class_calls(cls):
+                if not name:
                     continue
-                name = text(sub.func)
                 head = name.split(".")[0]
                 val = glob.get(head)
                 canon = (
@@ -1785,6 +1793,16 @@ class Rules:
         if win is None or acc.step is None:
             return
         if not a.in_window(s, win):
+            step_loops = acc.step.loops()
+            if step_loops and s.loops() and s.loops()[-1] is step_loops[-1]:
+                self.emit(
+                    "scheduler_steps_per_optimizer_step",
+                    1.0,
+                    s.where,
+                    "scheduler stepped next to optimizer.step()",
+                )
+                self._total_steps(sched)
+                return
             if name in apis.EPOCH_SCHEDULERS:
                 return
             self.warn(f"{s.where}: scheduler stepped outside the training step loop (per epoch?)")
@@ -1927,59 +1945,32 @@ class Rules:
 
     # ------------------------------------------------------------------ loss shape
     def _token_signals(self) -> list[str]:
-        out: list[str] = []
+        """Padding, label masking or token-count plumbing anywhere in the scanned files."""
+        out: list[tuple[str, int]] = []
         modules = [self.walk.sources.main, *self.walk.sources.modules.values()]
         for m in modules:
-            for sub in ast.walk(m.tree):
-                where = f"{m.label}:{getattr(sub, 'lineno', 0)}"
+            idx = m.index
+            for kw in idx.keywords:
+                value = kw.value
+                const = value.value if isinstance(value, ast.Constant) else None
                 if (
-                    (
-                        isinstance(sub, ast.keyword)
-                        and sub.arg
-                        in (
-                            "ignore_index",
-                            "num_items_in_batch",
-                        )
-                    )
-                    or (
-                        isinstance(sub, ast.keyword)
-                        and sub.arg == "padding"
-                        and not (
-                            isinstance(sub.value, ast.Constant)
-                            and sub.value.value in (False, "do_not_pad")
-                        )
-                    )
-                    or (
-                        isinstance(sub, ast.keyword)
-                        and sub.arg == "packing"
-                        and isinstance(sub.value, ast.Constant)
-                        and sub.value.value is True
-                    )
+                    kw.arg in ("ignore_index", "num_items_in_batch")
+                    or (kw.arg == "padding" and const not in (False, "do_not_pad"))
+                    or (kw.arg == "packing" and const is True)
                 ):
-                    out.append(f"{m.label}:{sub.value.lineno}")
-                elif (
-                    (
-                        isinstance(sub, ast.Call)
-                        and apis.last(text(sub.func)) in apis.PADDING_SIGNALS - {"pad"}
-                    )
-                    or (isinstance(sub, ast.Constant) and sub.value in ("attention_mask",))
-                    or (
-                        isinstance(sub, ast.Attribute)
-                        and sub.attr
-                        in (
-                            "attention_mask",
-                            "pad_token_id",
-                        )
-                    )
-                    or (
-                        isinstance(sub, ast.UnaryOp)
-                        and isinstance(sub.op, ast.USub)
-                        and isinstance(sub.operand, ast.Constant)
-                        and sub.operand.value == 100
-                    )
-                ):
-                    out.append(where)
-        return out
+                    out.append((m.label, value.lineno))
+            for call, name, _ in idx.calls:
+                if apis.last(name) in apis.PADDING_SIGNALS - {"pad"}:
+                    out.append((m.label, call.lineno))
+            out.extend((m.label, s.lineno) for s in idx.strings if s.value == "attention_mask")
+            out.extend(
+                (m.label, a.lineno)
+                for a in idx.attrs
+                if a.attr in ("attention_mask", "pad_token_id")
+            )
+            out.extend((m.label, u.lineno) for u in idx.neg100)
+        out.sort(key=lambda w: (w[0] != self.label, w[1]))
+        return [f"{f}:{line}" for f, line in out]
 
     def loss_shape(self) -> None:
         a = self.a
@@ -2238,6 +2229,15 @@ class Rules:
         faults = [f for f in mine if f.value == fault]
         others = [f for f in mine if f.value != fault]
         self.findings = rest + (faults if faults else others)
+
+
+def _call_site(ev: Event) -> str:
+    """Where the user wrote it: a forward inside ``model.module.some_method()`` is blamed on
+    that call, not on ``self(x)`` inside the model class."""
+    for c in ev.ctx:
+        if isinstance(c, FuncCtx) and c.self_kind in (V.MODEL, V.DDP_MODULE) and c.call_where:
+            return c.call_where
+    return ev.where
 
 
 def _exclusive(a: Event, b: Event) -> bool:

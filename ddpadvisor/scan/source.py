@@ -20,6 +20,78 @@ from ddpadvisor.errors import InputError
 MAX_BYTES = 20 * 1024 * 1024
 
 
+def dotted(node: ast.AST) -> str:
+    """``torch.nn.utils.clip_grad_norm_`` for an attribute chain; "" for anything else."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+_INTERESTING_ATTRS = {"backward", "train", "step"}
+_INTERESTING_NAMES = {"DDP", "DistributedDataParallel"}
+
+
+@dataclass
+class Index:
+    """What the rules look up across a whole file, collected in one pass over the tree."""
+
+    calls: list[tuple[ast.Call, str, ast.ClassDef | None]] = field(default_factory=list)
+    keywords: list[ast.keyword] = field(default_factory=list)
+    attrs: list[ast.Attribute] = field(default_factory=list)
+    strings: list[ast.Constant] = field(default_factory=list)
+    neg100: list[ast.UnaryOp] = field(default_factory=list)
+    interesting_funcs: set[int] = field(default_factory=set)  # id() of FunctionDefs
+
+
+def build_index(tree: ast.Module) -> Index:
+    index = Index()
+    stack: list[tuple[ast.AST, tuple[ast.AST, ...], ast.ClassDef | None]] = [(tree, (), None)]
+    AST = ast.AST
+    while stack:
+        node, funcs, cls = stack.pop()
+        kind = type(node)
+        if kind is ast.Call:
+            index.calls.append((node, dotted(node.func), cls))  # type: ignore[arg-type]
+        elif kind is ast.keyword:
+            index.keywords.append(node)  # type: ignore[arg-type]
+        elif kind is ast.Attribute:
+            index.attrs.append(node)  # type: ignore[arg-type]
+            if node.attr in _INTERESTING_ATTRS:  # type: ignore[attr-defined]
+                index.interesting_funcs.update(id(f) for f in funcs)
+        elif kind is ast.Name:
+            if node.id in _INTERESTING_NAMES:  # type: ignore[attr-defined]
+                index.interesting_funcs.update(id(f) for f in funcs)
+        elif kind is ast.Constant:
+            if isinstance(node.value, str) and len(node.value) < 40:  # type: ignore[attr-defined]
+                index.strings.append(node)  # type: ignore[arg-type]
+        elif kind is ast.UnaryOp:
+            operand = node.operand  # type: ignore[attr-defined]
+            if (
+                isinstance(node.op, ast.USub)
+                and isinstance(operand, ast.Constant)
+                and operand.value == 100
+            ):  # type: ignore[attr-defined]
+                index.neg100.append(node)  # type: ignore[arg-type]
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+            funcs = (*funcs, node)
+        elif kind is ast.ClassDef:
+            cls = node  # type: ignore[assignment]
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, AST):
+                        stack.append((item, funcs, cls))
+            elif isinstance(value, AST):
+                stack.append((value, funcs, cls))
+    return index
+
+
 @dataclass
 class Module:
     """One parsed file: the script or a sibling module it imports."""
@@ -29,6 +101,13 @@ class Module:
     label: str  # how locations are shown: "train.py", "utils/data.py"
     tree: ast.Module
     lines: int
+    _index: Index | None = None
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            self._index = build_index(self.tree)
+        return self._index
 
 
 @dataclass

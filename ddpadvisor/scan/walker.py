@@ -163,6 +163,7 @@ class WalkResult:
     truncated: bool
     classes: list[ClassInfo]
     functions: list[FuncRef]
+    rank_slices: list[str]
 
 
 def _always_exits(body: list[ast.stmt]) -> bool:
@@ -187,6 +188,34 @@ def _is_main_guard(test: ast.expr) -> bool:
         and isinstance(test.comparators[0], ast.Constant)
         and test.comparators[0].value == "__main__"
     )
+
+
+_EXPANDABLE = (
+    ast.BinOp,
+    ast.BoolOp,
+    ast.UnaryOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Call,
+    ast.Tuple,
+    ast.List,
+    ast.Subscript,
+)
+
+
+def _simple_expr(expr: ast.expr, name: str, budget: int = 40) -> bool:
+    """Worth remembering for condition expansion: small, and not referring to itself."""
+    stack: list[ast.AST] = [expr]
+    seen = 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > budget or isinstance(node, (ast.Lambda, ast.comprehension, ast.Await)):
+            return False
+        if isinstance(node, ast.Name) and node.id == name:
+            return False
+        stack.extend(ast.iter_child_nodes(node))
+    return True
 
 
 def _target_names(node: ast.AST) -> list[str]:
@@ -224,7 +253,7 @@ class Walker:
                 continue
             if ref.owner is not None and ref.owner.object_kind() == V.MODEL:
                 continue
-            if self._interesting(ref.node):
+            if id(ref.node) in main.module.index.interesting_funcs:
                 frame = Frame(main, main.globals, main.exprs)
                 self.inline(ref, [], {}, None, None, frame, ())
         return WalkResult(
@@ -235,6 +264,7 @@ class Walker:
             self.truncated,
             self.classes,
             self.functions,
+            self.rank_slices,
         )
 
     @staticmethod
@@ -306,33 +336,47 @@ class Walker:
 
     def bind_name(self, name: str, val: Val, frame: Frame, expr: ast.expr | None) -> None:
         frame.locals[name] = val
-        if expr is not None and name not in _target_names(expr):
+        if expr is not None and _simple_expr(expr, name):
             frame.exprs[name] = expr
         else:
             frame.exprs.pop(name, None)
 
     def expand(self, expr: ast.expr, frame: Frame, depth: int = 0) -> ast.expr:
-        """Replace names by their known constant or the expression last assigned to them."""
-        walker = self
+        """Replace names by their known constant or the expression last assigned to them.
 
-        class Sub(ast.NodeTransformer):
-            def visit_Name(self, node: ast.Name) -> ast.AST:
-                val = walker.lookup(node.id, frame)
-                if val.known and isinstance(val.const, (int, float, str, bool)):
-                    return ast.copy_location(ast.Constant(val.const), node)
-                if depth < 4:
-                    sub = walker.lookup_expr(node.id, frame)
-                    if sub is not None:
-                        return walker.expand(sub, frame, depth + 1)
-                return node
-
-            def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-                val = walker.eval_pure(node, frame)
-                if val.known and isinstance(val.const, (int, float, str, bool)):
-                    return ast.copy_location(ast.Constant(val.const), node)
-                return node
-
-        return Sub().visit(copy.deepcopy(expr))  # type: ignore[no-any-return]
+        Copy-on-write: the source tree is never modified, unchanged sub-trees are shared.
+        """
+        if isinstance(expr, ast.Name):
+            val = self.lookup(expr.id, frame)
+            if val.known and isinstance(val.const, (int, float, str, bool)):
+                return ast.copy_location(ast.Constant(val.const), expr)
+            if depth < 4:
+                sub = self.lookup_expr(expr.id, frame)
+                if sub is not None:
+                    return self.expand(sub, frame, depth + 1)
+            return expr
+        if isinstance(expr, ast.Attribute):
+            val = self.eval_pure(expr, frame)
+            if val.known and isinstance(val.const, (int, float, str, bool)):
+                return ast.copy_location(ast.Constant(val.const), expr)
+            return expr
+        if not isinstance(expr, _EXPANDABLE):
+            return expr
+        new: ast.expr | None = None
+        for name, value in ast.iter_fields(expr):
+            if isinstance(value, ast.expr):
+                changed = self.expand(value, frame, depth)
+                if changed is not value:
+                    new = new or copy.copy(expr)
+                    setattr(new, name, changed)
+            elif isinstance(value, list) and value and isinstance(value[0], ast.expr):
+                items = [
+                    self.expand(v, frame, depth) if isinstance(v, ast.expr) else v for v in value
+                ]
+                if any(a is not b for a, b in zip(items, value)):
+                    new = new or copy.copy(expr)
+                    setattr(new, name, items)
+        return new if new is not None else expr
 
     @staticmethod
     def _at(node: ast.AST, frame: Frame) -> str:
@@ -793,7 +837,17 @@ class Walker:
         self._bind_params(fn.args, args, kwargs, self_val, call_node, frame, caller, ctx)
         self.stack.append(fn)
         label = ref.scope.module.label
-        inner: Ctx = (*ctx, FuncCtx(ref.name, label, getattr(fn, "lineno", 0)))
+        call_where = (
+            f"{caller.scope.module.label}:{call_node.lineno}" if call_node is not None else ""
+        )
+        func_ctx = FuncCtx(
+            ref.name,
+            label,
+            getattr(fn, "lineno", 0),
+            call_where,
+            self_val.kind if self_val is not None else None,
+        )
+        inner: Ctx = (*ctx, func_ctx)
         if isinstance(fn, ast.Lambda):
             frame.returns.append(self.eval(fn.body, frame, inner))
         else:
@@ -846,9 +900,9 @@ class Walker:
             else:
                 val = self.unbound(p.arg)
             frame.locals[p.arg] = val
-            if node is not None:
+            if node is not None and _simple_expr(node, p.arg):
                 expanded = self.expand(node, caller)
-                if p.arg not in _target_names(expanded):
+                if _simple_expr(expanded, p.arg):
                     frame.exprs[p.arg] = expanded
         for p, d in zip(a.kwonlyargs, a.kw_defaults):
             if p.arg in kwargs:
