@@ -79,6 +79,11 @@ class Engine:
     def __init__(self, kb: KnowledgeBase, model: CompiledModel | None = None):
         self.kb = kb
         self.model = model or load_model(kb)
+        # Facts each cause is linked to (directly or through a mechanism).
+        self.cause_facts: dict[str, set[str]] = {}
+        for fid, table in self.model.facts.items():
+            for ci in table.likelihood:
+                self.cause_facts.setdefault(self.model.causes[ci], set()).add(fid)
 
     # -- core -----------------------------------------------------------------------------
     def observed_classes(self, winners: dict[str, Observation]) -> dict[str, str]:
@@ -265,18 +270,16 @@ class Engine:
             in_play_facts = [f for f in claim.facts if f in observed]
             top_causes = [c for c in causes if rank_of.get(c, 99) < 5]
             if claim.verdict in ("myth", "harmful"):
-                if not (
-                    in_play_facts
-                    or top_causes
-                    or (
-                        causes
-                        and observed
-                        and any(post.prob(c) < prior_share[c] / 3 for c in causes)
-                    )
-                ):
+                # Show a refuted tip whenever the user's situation touches it: one of its facts
+                # or one of its causes' facts was observed, or its cause is in contention.
+                touched = sorted(
+                    {f for c in causes for f in self.cause_facts.get(c, ()) if f in observed}
+                )
+                if not (in_play_facts or top_causes or touched):
                     continue
+                seen = in_play_facts or touched
                 why = "Refuted by how PyTorch works (see reason)" + (
-                    f"; bears on observed {', '.join(in_play_facts)}" if in_play_facts else ""
+                    f"; your situation: {', '.join(seen[:4])}" if seen else ""
                 )
                 order = 0 if claim.verdict == "harmful" else 1
                 out.append((order, self._claim_out(claim, "refuted", why, causes)))
