@@ -537,6 +537,11 @@ class Rules:
         b = accum.backward
         assert b is not None
         loss = a.loss_of(b)
+        if V.FWD not in loss.taint:
+            self.warn(
+                f"{b.where}: cannot trace the loss back to the model; loss scaling not decided"
+            )
+            return
         k_names = {text(accum.k_node)} if accum.k_node is not None else set()
         loop = accum.micro_loop
         iter_text = ""
@@ -1955,7 +1960,10 @@ class Rules:
                 const = value.value if isinstance(value, ast.Constant) else None
                 if (
                     kw.arg in ("ignore_index", "num_items_in_batch")
-                    or (kw.arg == "padding" and const not in (False, "do_not_pad"))
+                    or (
+                        kw.arg == "padding"
+                        and (const is True or const in ("longest", "max_length"))
+                    )
                     or (kw.arg == "packing" and const is True)
                 ):
                     out.append((m.label, value.lineno))
@@ -2106,7 +2114,12 @@ class Rules:
                 "logs_rank0_only", False, e.where, "logged loss is reduced across ranks first"
             )
             wrong = [v for v in vals if V.REDUCED_SUM in v.taint or "double_div_world" in v.taint]
-            if wrong:
+            unsure = [v for v in vals if "reduced_div_unknown" in v.taint]
+            if unsure and not wrong:
+                self.warn(
+                    f"{e.where}: summed loss divided by {self._divisor_text(e)}; is that the world size?"
+                )
+            elif wrong:
                 why = (
                     "all_reduce SUM not divided by the world size"
                     if V.REDUCED_SUM in wrong[0].taint
@@ -2130,6 +2143,13 @@ class Rules:
                 e.where,
                 f"rank 0 logs its own micro-batch loss without an all_reduce ({e.where})",
             )
+
+    @staticmethod
+    def _divisor_text(e: Event) -> str:
+        for sub in ast.walk(e.node):
+            if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Div):
+                return text(sub.right)
+        return "a number"
 
     # ------------------------------------------------------------------ data randomness
     def augmentation(self) -> None:

@@ -1116,6 +1116,13 @@ class Walker:
                 taint.discard(V.REDUCED_SUM)
                 if V.REDUCED_AVG in left.taint:
                     taint.add("double_div_world")
+            elif V.REDUCED in right.taint and V.REDUCED in left.taint:
+                # A summed total over a summed count: a correct global mean.
+                taint.discard(V.REDUCED_SUM)
+            elif V.REDUCED_SUM in left.taint:
+                # Divided by something else (often a hard-coded world size): undecidable.
+                taint.discard(V.REDUCED_SUM)
+                taint.add("reduced_div_unknown")
             if V.FWD in left.taint and V.FWD not in right.taint:
                 if V.GLOBAL_TOKENS in right.taint:
                     taint.add(V.NORM_GLOBAL)
@@ -1383,6 +1390,11 @@ class Walker:
             return self.instantiate(fval.const, ev, frame, ctx)
         recv = ev.recv
         if recv is not None and ev.method and recv.kind not in ("symbol", "module", "class"):
+            # ``self.model(x)``: an object attribute that holds a model or a criterion.
+            if fval.kind in _MODEL_KINDS and recv.kind not in _MODEL_KINDS:
+                return self.forward(fval, ev)
+            if fval.kind == V.CRITERION:
+                return self.criterion_call(fval, ev)
             return self.method_call(ev, recv, ev.method, frame, ctx)
         if fval.kind == "symbol" and fval.canon:
             from ddpadvisor.scan.library import symbol_call
