@@ -1,0 +1,185 @@
+"""``ddpadvisor trace``: run the user's unmodified script under torchrun with the agent."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from ddpadvisor.cliutil import Parser
+from ddpadvisor.errors import InputError, RunFailed
+from ddpadvisor.tracing import DEFAULT_EVERY, ENV_DIR, ENV_EVERY, ENV_MAX_STEPS, agent_dir
+
+EPILOG = """\
+exit status: 0 the run finished (with --verify: and the cause is not ranked first);
+1 --verify: the cause is still ranked first; 2 bad arguments; 3 a rank crashed, hung or was
+killed (the partial trace is kept and still diagnoses).
+
+Under your own launcher (torchrun, srun, several nodes), enable the same agent with
+`ddpadvisor trace --print-env --out DIR` and run the job unchanged; see
+ddpadvisor/tracing/README.md.
+"""
+
+
+def _parser() -> Parser:
+    p = Parser(
+        prog="ddpadvisor trace",
+        description="Run a training script, unmodified, under `python -m torch.distributed.run` "
+        "with the ddpadvisor agent injected, writing one JSONL trace per rank. Diagnose it "
+        "with `ddpadvisor --json --trace DIR`.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--nproc", type=int, default=None, metavar="N", help="processes (default: GPUs, else 2)"
+    )
+    p.add_argument("--out", type=Path, default=Path("ddpadvisor-trace"), metavar="DIR")
+    p.add_argument(
+        "--every",
+        type=int,
+        default=DEFAULT_EVERY,
+        metavar="K",
+        help=f"compare checksums across ranks every K optimizer steps (default {DEFAULT_EVERY}; "
+        "also at steps 1, 2, 4, … below K)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        metavar="S",
+        help="end the job after S optimizer steps",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=None, metavar="SEC", help="wall-clock limit of the run"
+    )
+    p.add_argument(
+        "--stall",
+        type=float,
+        default=300.0,
+        metavar="SEC",
+        help="end the run when no rank made progress for SEC seconds (default 300)",
+    )
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="do not echo the job's output (it is in DIR/torchrun.log)",
+    )
+    p.add_argument(
+        "--verify",
+        metavar="CAUSE",
+        default=None,
+        help="after the run, diagnose the trace and exit 1 if CAUSE is still ranked first",
+    )
+    p.add_argument("--kb", dest="kb_dirs", action="append", type=Path, default=[], metavar="DIR")
+    p.add_argument(
+        "--print-env",
+        action="store_true",
+        help="print the shell lines that enable the agent under your own launcher, and exit",
+    )
+    p.add_argument("target", nargs=argparse.REMAINDER, help="-- train.py [args…] (or -m module …)")
+    return p
+
+
+def _default_nproc() -> int:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        n = len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+        return n or 2
+    gpus = [p for p in Path("/dev").glob("nvidia[0-9]*")]
+    return len(gpus) or 2
+
+
+def print_env(out: Path, every: int, max_steps: int | None) -> str:
+    lines = [
+        f"export PYTHONPATH={shlex.quote(str(agent_dir()))}${{PYTHONPATH:+:$PYTHONPATH}}",
+        f"export {ENV_DIR}={shlex.quote(str(out.resolve()))}",
+        f"export {ENV_EVERY}={every}",
+    ]
+    if max_steps:
+        lines.append(f"export {ENV_MAX_STEPS}={max_steps}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    target = list(args.target)
+    if target and target[0] == "--":
+        target = target[1:]
+    if args.every < 1:
+        raise InputError(f"--every must be at least 1, got {args.every}")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise InputError(f"--max-steps must be at least 1, got {args.max_steps}")
+    if args.print_env:
+        sys.stdout.write(print_env(args.out, args.every, args.max_steps))
+        return 0
+    if not target:
+        raise InputError(
+            "nothing to run: give the training script after --, e.g. -- train.py --lr 3e-4"
+        )
+    if target[0] == "-m":
+        if len(target) < 2:
+            raise InputError("-m needs a module name")
+    else:
+        script = Path(target[0])
+        if not script.is_file():
+            raise InputError("no such training script", script)
+    nproc = args.nproc if args.nproc is not None else _default_nproc()
+    if nproc < 1:
+        raise InputError(f"--nproc must be at least 1, got {nproc}")
+    engine = None
+    if args.verify:  # check the cause id before spending a run on it
+        from ddpadvisor.cli import load_engine
+
+        engine = load_engine(args.kb_dirs)
+        if engine.kb.resolve_cause(args.verify) is None:
+            raise InputError(f"unknown cause id {args.verify!r} (see `ddpadvisor kb graph`)")
+
+    from ddpadvisor.tracing.launch import run_traced
+
+    result = run_traced(
+        target,
+        args.out,
+        nproc=nproc,
+        every=args.every,
+        max_steps=args.max_steps,
+        timeout=args.timeout,
+        stall=args.stall,
+        echo=not args.quiet,
+    )
+    for warning in result.warnings:
+        print(f"ddpadvisor trace: warning: {warning}", file=sys.stderr)
+    print(
+        f"ddpadvisor trace: {nproc} rank(s), {result.seconds:.1f} s, trace in {args.out}"
+        f" — diagnose with: ddpadvisor --json --trace {shlex.quote(str(args.out))}",
+        file=sys.stderr,
+    )
+    code = 0
+    if engine is not None:
+        code = _verify(engine, args.out, args.verify)
+    if result.failure is not None:
+        raise RunFailed(f"{result.failure.message} (trace kept in {args.out})")
+    return code
+
+
+def _verify(engine, out: Path, cause: str) -> int:  # type: ignore[no-untyped-def]
+    from ddpadvisor.evidence.trace_reader import read_trace
+
+    got = read_trace(engine.kb, out)
+    diagnosis = engine.diagnose(got.observations, warnings=got.warnings)
+    cause_id = engine.kb.resolve_cause(cause) or cause
+    ids = [c.id for c in diagnosis.causes]
+    rank = ids.index(cause_id) + 1 if cause_id in ids else None
+    top = diagnosis.causes[0]
+    if rank == 1:
+        print(
+            f"verify: FAILED: {cause_id} is still ranked first ({top.score:.0%}) by the trace",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        f"verify: ok: {cause_id} is ranked {rank or 'nowhere'}; first is {top.id} ({top.score:.0%})",
+        file=sys.stderr,
+    )
+    return 0
