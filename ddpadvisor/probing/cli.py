@@ -1,0 +1,188 @@
+"""``ddpadvisor probe``: run the probes of probes/ in one torchrun launch.
+
+    ddpadvisor probe [NAME ...] [--nproc N] [--backend auto|gloo|nccl] [--timeout S] [--out DIR]
+
+Exit codes: 0 every rank finished every probe (whatever the probes found), 2 bad arguments,
+3 the run failed (a rank hung, crashed or raised; run.json and the results written so far
+stay in OUT).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+from ddpadvisor.cliutil import Parser
+from ddpadvisor.errors import InputError
+
+# In run order. The cheap, DDP-free probes go first so that they report before the first
+# DistributedDataParallel pulls in torch._dynamo (seconds of import in torch 2.x).
+PROBES: dict[str, str] = {
+    "env": "torch/CUDA/cuDNN/NCCL versions, GPU and bf16 support, NCCL_* and TORCH_* settings",
+    "collective": "known-answer all_reduce, broadcast, all_gather, reduce_scatter per rank",
+    "seeds": "python/numpy/torch/CUDA RNG fingerprints per rank after your seeding (--setup)",
+    "sampler": "DistributedSampler overlap, coverage, padding, order across epochs",
+    "checksums": "parameter/buffer/gradient checksums before and after wrap and after K steps",
+    "scaler": "GradScaler scale, growth tracker and skipped steps per rank over fp16 steps",
+}
+
+
+def _parser() -> Parser:
+    p = Parser(
+        prog="ddpadvisor probe",
+        description="Run probes under torchrun (one launch for all of them) and write one JSON "
+        "result per probe and rank to OUT. Read them with "
+        "'ddpadvisor --json --probe-results OUT'.",
+        epilog="probes: " + "; ".join(f"{k}: {v}" for k, v in PROBES.items()),
+    )
+    p.add_argument("names", nargs="*", metavar="NAME", help="probes to run (default: all)")
+    p.add_argument("--list", action="store_true", help="list the probes and exit")
+    p.add_argument("--nproc", type=int, default=None, help="ranks per node (default: GPUs or 2)")
+    p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="deadline for the whole run; every process is killed after it (default 300)",
+    )
+    p.add_argument(
+        "--collective-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="how long one collective may wait (default: half of --timeout, at most 60)",
+    )
+    p.add_argument("--out", type=Path, default=Path("probe-results"), metavar="DIR")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    multi = p.add_argument_group("multi-node (run the same command on every node)")
+    multi.add_argument("--nnodes", type=int, default=1)
+    multi.add_argument("--node-rank", type=int, default=None)
+    multi.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT")
+    multi.add_argument("--rdzv-id", default=None)
+    user = p.add_argument_group("your training setup (makes the results evidence about it)")
+    user.add_argument("--model", metavar="MODULE:FACTORY", help="checksums and scaler model")
+    user.add_argument("--after-wrap", metavar="MODULE:FUNC", help="FUNC(ddp_model) after wrap")
+    user.add_argument("--ddp-kwargs", metavar="JSON", help="DistributedDataParallel kwargs")
+    user.add_argument("--steps", type=int, help="checksums: synthetic steps (default 3)")
+    user.add_argument("--setup", metavar="MODULE:FUNC", help="seeds: your seeding function")
+    user.add_argument("--dataset", metavar="MODULE:FACTORY", help="sampler: dataset/sampler")
+    user.add_argument("--dataset-size", type=int)
+    user.add_argument("--batch-size", type=int)
+    user.add_argument("--seed", type=int, help="sampler seed")
+    user.add_argument("--seed-per-rank", action="store_true")
+    user.add_argument("--no-shuffle", action="store_true")
+    user.add_argument("--drop-last", action="store_true")
+    user.add_argument("--calls-set-epoch", choices=("yes", "no"))
+    user.add_argument("--sizes", help="collective: comma-separated element counts")
+    user.add_argument("--dtypes", help="collective: comma-separated dtypes")
+    return p
+
+
+def _gpu_count() -> int:
+    """GPUs visible here, without importing torch."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return len(list(gpus.iterdir())) if gpus.is_dir() else 0
+
+
+def _check_spec(option: str, value: str | None, what: str) -> None:
+    if value is not None and (":" not in value or value.endswith(":") or value.startswith(":")):
+        raise InputError(f"{option} expects {what}, got {value!r}", option)
+
+
+def probe_args(args: object) -> list[str]:
+    """The options forwarded to the probes, as run_all.py expects them."""
+    out: list[str] = []
+    valued = (
+        "model",
+        "after_wrap",
+        "ddp_kwargs",
+        "steps",
+        "setup",
+        "dataset",
+        "dataset_size",
+        "batch_size",
+        "seed",
+        "calls_set_epoch",
+        "sizes",
+        "dtypes",
+    )
+    for name in valued:
+        value = getattr(args, name)
+        if value is not None:
+            out += ["--" + name.replace("_", "-"), str(value)]
+    for flag in ("seed_per_rank", "no_shuffle", "drop_last"):
+        if getattr(args, flag):
+            out.append("--" + flag.replace("_", "-"))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    from ddpadvisor.probing.launch import LaunchSpec, launch
+
+    args = _parser().parse_args(argv)
+    if args.list:
+        for name, text in PROBES.items():
+            sys.stdout.write(f"{name:<11} {text}\n")
+        return 0
+    unknown = [n for n in args.names if n not in PROBES]
+    if unknown:
+        raise InputError(f"unknown probe {unknown[0]!r}; choose from {', '.join(PROBES)}", "NAME")
+    names = [n for n in PROBES if n in args.names] if args.names else list(PROBES)
+    if args.timeout <= 0:
+        raise InputError("--timeout must be positive", "--timeout")
+    for option, value, what in (
+        ("--model", args.model, "MODULE:FACTORY"),
+        ("--after-wrap", args.after_wrap, "MODULE:FUNC"),
+        ("--setup", args.setup, "MODULE:FUNC"),
+        ("--dataset", args.dataset, "MODULE:FACTORY"),
+    ):
+        _check_spec(option, value, what)
+    if args.ddp_kwargs is not None:
+        try:
+            kwargs = json.loads(args.ddp_kwargs)
+        except ValueError as exc:
+            raise InputError(f"--ddp-kwargs is not JSON: {exc}", "--ddp-kwargs") from None
+        if not isinstance(kwargs, dict):
+            raise InputError("--ddp-kwargs must be a JSON object", "--ddp-kwargs")
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError("--out exists and is not a folder", args.out)
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("probes need PyTorch in this Python environment (pip install torch)")
+    gpus = _gpu_count()
+    nproc = args.nproc or (gpus if gpus and args.backend != "gloo" else 2)
+    if nproc < 1 or args.nnodes < 1:
+        raise InputError("--nproc and --nnodes must be at least 1", "--nproc")
+    collective = args.collective_timeout or min(60.0, max(args.timeout / 2, 1.0))
+    spec = LaunchSpec(
+        probes=names,
+        out=args.out,
+        nproc=nproc,
+        backend=args.backend,
+        deadline_s=args.timeout,
+        collective_timeout_s=collective,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
+        probe_args=probe_args(args),
+    )
+    result = launch(spec, progress=None if args.quiet else sys.stderr)
+    if result.failed:
+        sys.stderr.write(f"ddpadvisor probe: {result.message}\n")
+        sys.stderr.write(f"ddpadvisor probe: details in {args.out / 'run.json'}\n")
+        return 3
+    if not args.quiet:
+        note = " (a crash at exit after every result was written was ignored)"
+        sys.stderr.write(
+            f"ddpadvisor probe: {result.message}"
+            + (note if result.teardown_crash_ignored else "")
+            + f"; read with: ddpadvisor --json --probe-results {args.out}\n"
+        )
+    return 0

@@ -1,0 +1,498 @@
+"""Run probes under ``python -m torch.distributed.run``, watch them, and explain failures.
+
+torchrun starts the workers; this module only supervises it: it shows progress from the
+files the ranks write (``OUT/status/rank<k>.json`` and ``OUT/<probe>/rank<k>.json``), enforces
+an overall deadline, kills torchrun and every worker on timeout or interrupt (workers run in
+their own sessions, so each is found by a marker in its environment), and afterwards works
+out which rank hung, crashed or raised. It never imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+RUN_MARKER_ENV = "DDPADVISOR_PROBE_RUN"
+POLL_S = 0.1
+KILL_GRACE_S = 5.0
+
+# torchrun's failure report: "rank : 1 (local_rank: 1)" followed by "exitcode : 86 (pid: 42)".
+_TORCHRUN_FAILURE = re.compile(
+    r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE
+)
+_TIMEOUT_WORDS = re.compile(r"timed out|timeout|time out|failed to pass monitoredbarrier", re.I)
+# A rank that loses its peer mid-collective reports it; the peer is the one to blame.
+_PEER_LOST_WORDS = re.compile(
+    r"connection closed by peer|connection reset|broken pipe|pair closure|remote worker|"
+    r"communicator was aborted|socket closed",
+    re.I,
+)
+_BARRIER_MISSING = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", re.I)
+_RANK_LOG_TIMEOUT = re.compile(r"\[rank(\d+)\]:.*(?:timed out|timeout)", re.I)
+
+
+@dataclass
+class LaunchSpec:
+    probes: list[str]
+    out: Path
+    nproc: int = 2
+    backend: str = "auto"
+    deadline_s: float = 300.0
+    collective_timeout_s: float = 60.0
+    nnodes: int = 1
+    node_rank: int | None = None
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+    probe_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    python: str = sys.executable
+    runner: Path | None = None  # probes/run_all.py; found in the bundled probes/ by default
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes
+
+
+@dataclass
+class RankOutcome:
+    rank: int
+    kind: str  # ok | hung | crashed | error | waited | stopped | missing
+    probe: str | None
+    detail: str
+
+
+@dataclass
+class LaunchResult:
+    exit_code: int
+    failed: bool
+    seconds: float
+    torchrun_exit_code: int | None
+    deadline_hit: bool
+    ranks: list[RankOutcome]
+    culprits: list[RankOutcome]
+    message: str
+    teardown_crash_ignored: bool = False
+    probes_done: list[str] = field(default_factory=list)
+
+
+def runner_path() -> Path:
+    from ddpadvisor.kb.load import bundled_dir
+
+    return bundled_dir("probes") / "run_all.py"
+
+
+def torchrun_command(spec: LaunchSpec) -> list[str]:
+    cmd = [spec.python, "-m", "torch.distributed.run", "--nproc_per_node", str(spec.nproc)]
+    if spec.nnodes > 1 or spec.rdzv_endpoint:
+        cmd += ["--nnodes", str(spec.nnodes), "--rdzv_backend", "c10d"]
+        cmd += ["--rdzv_endpoint", spec.rdzv_endpoint or "127.0.0.1:29400"]
+        cmd += ["--rdzv_id", spec.rdzv_id or "ddpadvisor-probe"]
+        if spec.node_rank is not None:
+            cmd += ["--node_rank", str(spec.node_rank)]
+    else:
+        cmd += ["--standalone"]
+    cmd += ["--max_restarts", "0", "--monitor_interval", str(POLL_S)]
+    cmd += [str(spec.runner or runner_path()), "--probes", ",".join(spec.probes)]
+    cmd += ["--out", str(spec.out), "--backend", spec.backend]
+    cmd += ["--timeout", f"{spec.collective_timeout_s:g}", *spec.probe_args]
+    return cmd
+
+
+# ---------------------------------------------------------------- reading what ranks wrote
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _rank_of(path: Path) -> int | None:
+    m = re.fullmatch(r"rank(\d+)\.json", path.name)
+    return int(m.group(1)) if m else None
+
+
+def read_statuses(out: Path) -> dict[int, dict[str, Any]]:
+    found = {}
+    for path in (out / "status").glob("rank*.json"):
+        rank = _rank_of(path)
+        data = _read_json(path)
+        if rank is not None and data is not None:
+            found[rank] = data
+    return found
+
+
+def _results(out: Path, probe: str) -> dict[int, dict[str, Any]]:
+    found = {}
+    for path in (out / probe).glob("rank*.json"):
+        rank = _rank_of(path)
+        data = _read_json(path)
+        if rank is not None and data is not None:
+            found[rank] = data
+    return found
+
+
+def clear_previous(out: Path, probes: list[str]) -> None:
+    """Remove what an earlier run left in OUT, so stale files never pass for new results."""
+    for sub in ["status", *probes]:
+        folder = out / sub
+        if folder.is_dir():
+            for path in folder.glob("rank*.json*"):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+    for path in out.glob("run*.json"):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _marked_pids(marker: str) -> list[int]:
+    """Processes whose environment carries this run's marker (Linux /proc; [] elsewhere)."""
+    needle = f"{RUN_MARKER_ENV}={marker}".encode()
+    pids = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return pids
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes.
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def _signal_group_or_pid(pid: int, sig: int) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(pid, sig)  # workers and torchrun lead their own sessions
+    with contextlib.suppress(OSError):
+        os.kill(pid, sig)
+
+
+def kill_everything(proc: subprocess.Popen[bytes], marker: str, pids: set[int]) -> None:
+    """SIGTERM torchrun (it stops its workers), then SIGKILL whatever is left of this run."""
+    if proc.poll() is None:
+        _signal_group_or_pid(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=KILL_GRACE_S)
+    leftovers = set(_marked_pids(marker)) | {p for p in pids if _alive(p)}
+    # Status-file pids are killed only if they still carry the marker (pids get reused).
+    marked = set(_marked_pids(marker))
+    for pid in leftovers:
+        if pid in marked or not Path("/proc").is_dir():
+            _signal_group_or_pid(pid, signal.SIGKILL)
+    if proc.poll() is None:
+        _signal_group_or_pid(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE_S)
+
+
+# ---------------------------------------------------------------- explaining the outcome
+
+
+def _torchrun_failures(log: str) -> list[tuple[int, int]]:
+    """(rank, exit code) pairs from torchrun's failure report, root cause first.
+
+    The report lists the other failures (ranks torchrun stopped) before its "Root Cause"
+    section, so that section is read first.
+    """
+    found = [(int(r), int(c)) for r, c in _TORCHRUN_FAILURE.findall(log)]
+    cut = log.rfind("Root Cause")
+    if cut < 0:
+        return found
+    roots = [(int(r), int(c)) for r, c in _TORCHRUN_FAILURE.findall(log[cut:])]
+    return roots + [f for f in found if f not in roots]
+
+
+def _exit_words(code: int) -> str:
+    if code == -1:
+        return "process gone"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def classify(
+    world_size: int,
+    statuses: dict[int, dict[str, Any]],
+    log: str,
+    deadline_hit: bool,
+    deadline_s: float,
+    expect_all: bool = True,
+    deaths: dict[int, float] | None = None,
+) -> list[RankOutcome]:
+    """One outcome per rank: who finished, who hung, who crashed, who only waited.
+
+    ``deaths`` maps ranks to when their process was seen gone without a result; the first
+    of them stands in for torchrun's root cause when its report cannot be parsed.
+    """
+    failures = _torchrun_failures(log)
+    root = failures[0] if failures else None
+    someone_raised = any(s.get("state") == "failed" for s in statuses.values())
+    if root is None and deaths and not deadline_hit and not someone_raised:
+        first = min(deaths, key=lambda r: deaths[r])
+        root = (first, -1)
+    exit_codes = dict(failures)
+    barrier_missing: set[int] = set()
+    for status in statuses.values():
+        m = _BARRIER_MISSING.search(str(status.get("error") or ""))
+        if m:
+            barrier_missing |= {int(x) for x in re.findall(r"\d+", m.group(1))}
+    log_timeouts = {int(r) for r in _RANK_LOG_TIMEOUT.findall(log)}
+
+    outcomes: dict[int, RankOutcome] = {}
+    ranks = range(world_size) if expect_all else sorted(statuses)
+    for rank in ranks:
+        status = statuses.get(rank)
+        probe = status.get("probe") if status else None
+        where = f" in probe {probe}" if probe else " before the first probe"
+        if status is None:
+            outcomes[rank] = RankOutcome(rank, "missing", None, "never started (no status file)")
+        elif status.get("state") == "done":
+            outcomes[rank] = RankOutcome(rank, "ok", None, "finished every probe")
+        elif status.get("state") == "failed":
+            error = str(status.get("error") or "failed")
+            if _TIMEOUT_WORDS.search(error):
+                detail = f"timed out waiting for another rank{where}: {error}"
+                outcomes[rank] = RankOutcome(rank, "waited", probe, detail)
+            elif _PEER_LOST_WORDS.search(error):
+                detail = f"lost its connection to another rank{where}: {error}"
+                outcomes[rank] = RankOutcome(rank, "waited", probe, detail)
+            else:
+                outcomes[rank] = RankOutcome(rank, "error", probe, f"raised{where}: {error}")
+        elif rank in log_timeouts and rank not in barrier_missing:
+            detail = f"timed out waiting for another rank{where} (see torchrun.log)"
+            outcomes[rank] = RankOutcome(rank, "waited", probe, detail)
+        elif root and root[0] == rank and root[1] != 0 and not deadline_hit:
+            detail = f"died{where} ({_exit_words(root[1])}) without recording an error"
+            outcomes[rank] = RankOutcome(rank, "crashed", probe, detail)
+        else:
+            outcomes[rank] = RankOutcome(rank, "stuck", probe, "")
+    for rank in barrier_missing:
+        if rank in outcomes and outcomes[rank].kind in ("stuck", "missing", "stopped"):
+            outcomes[rank].kind = "stuck"
+    someone_waited = any(o.kind == "waited" for o in outcomes.values()) or bool(barrier_missing)
+    crashed = [o.rank for o in outcomes.values() if o.kind in ("crashed", "error")]
+    for o in outcomes.values():
+        if o.kind != "stuck" and not (o.kind == "missing" and deadline_hit):
+            continue
+        where = f" in probe {o.probe}" if o.probe else " before the first probe"
+        if deadline_hit:
+            o.kind = "hung"
+            o.detail = f"still running{where} when the {deadline_s:g} s deadline passed"
+        elif someone_waited and not crashed:
+            o.kind = "hung"
+            o.detail = f"never finished{where}; the other ranks timed out waiting for it"
+        else:
+            o.kind = "stopped"
+            cause = f" after rank {crashed[0]} failed" if crashed else ""
+            code = exit_codes.get(o.rank)
+            o.detail = f"stopped by torchrun{where}{cause}" + (
+                f" ({_exit_words(code)})" if code is not None else ""
+            )
+    return [outcomes[r] for r in sorted(outcomes)]
+
+
+def pick_culprits(outcomes: list[RankOutcome]) -> list[RankOutcome]:
+    """The ranks to blame: those that hung, crashed or raised; else those that timed out."""
+    blamed = [o for o in outcomes if o.kind in ("hung", "crashed", "error", "missing")]
+    if blamed:
+        return blamed
+    return [o for o in outcomes if o.kind in ("waited", "stopped")]
+
+
+# ---------------------------------------------------------------- the launch
+
+
+class _Progress:
+    """Prints one line per probe as soon as every rank has written its result."""
+
+    def __init__(self, spec: LaunchSpec, stream: TextIO | None):
+        self.spec = spec
+        self.stream = stream
+        self.reported: set[str] = set()
+        self.failed_reported: set[int] = set()
+        self.started_reported = False
+        self.width = max(len(p) for p in spec.probes)
+
+    def say(self, text: str) -> None:
+        if self.stream is not None:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def poll(self, elapsed: float, statuses: dict[int, dict[str, Any]]) -> None:
+        expected = self.spec.world_size
+        if not self.started_reported and len(statuses) >= expected:
+            self.started_reported = True
+            self.say(f"  {expected} rank(s) started after {elapsed:.1f} s")
+        for rank, status in sorted(statuses.items()):
+            if status.get("state") == "failed" and rank not in self.failed_reported:
+                self.failed_reported.add(rank)
+                probe = status.get("probe") or "startup"
+                self.say(f"  rank {rank} FAILED in {probe}: {status.get('error')}")
+        for probe in self.spec.probes:
+            if probe in self.reported:
+                continue
+            results = _results(self.spec.out, probe)
+            if len(results) < expected:
+                return  # probes finish in order
+            self.reported.add(probe)
+            first = results[min(results)]
+            seconds = max(float(r.get("seconds") or 0.0) for r in results.values())
+            errors = [r for r in results.values() if r.get("status") != "ok"]
+            note = f"ERROR on rank {errors[0]['rank']}" if errors else first.get("summary", "")
+            self.say(f"  {probe:<{self.width}}  {seconds:6.2f} s  {note}")
+
+
+def launch(spec: LaunchSpec, progress: TextIO | None = sys.stderr) -> LaunchResult:
+    """Run the probes; never raises for a failed run (the result says what happened)."""
+    spec.out.mkdir(parents=True, exist_ok=True)
+    if spec.nnodes == 1 or spec.node_rank == 0:
+        clear_previous(spec.out, spec.probes)
+    marker = uuid.uuid4().hex
+    env = {**os.environ, **spec.env, RUN_MARKER_ENV: marker}
+    env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its banner
+    cmd = torchrun_command(spec)
+    log_path = spec.out / (
+        "torchrun.log" if spec.nnodes == 1 else f"torchrun-{socket.gethostname()}-{os.getpid()}.log"
+    )
+    show = _Progress(spec, progress)
+    show.say(
+        f"ddpadvisor probe: {', '.join(spec.probes)} on {spec.world_size} rank(s), backend "
+        f"{spec.backend}, deadline {spec.deadline_s:g} s -> {spec.out}"
+    )
+    started = time.monotonic()
+    deadline_hit = False
+    pids: set[int] = set()
+    deaths: dict[int, float] = {}
+    host = socket.gethostname()
+    statuses: dict[int, dict[str, Any]] = {}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            while proc.poll() is None:
+                elapsed = time.monotonic() - started
+                statuses = read_statuses(spec.out)
+                pids |= {int(s["pid"]) for s in statuses.values() if "pid" in s}
+                for rank, status in statuses.items():
+                    running = status.get("state") in ("starting", "running")
+                    local = status.get("host") == host and rank not in deaths
+                    if running and local and not _alive(int(status.get("pid", 0))):
+                        deaths[rank] = elapsed
+                show.poll(elapsed, statuses)
+                if elapsed > spec.deadline_s:
+                    deadline_hit = True
+                    show.say(f"  deadline of {spec.deadline_s:g} s passed: stopping every rank")
+                    break
+                time.sleep(POLL_S)
+        finally:
+            # Always leave nothing behind: on success, on the deadline and on Ctrl-C alike.
+            kill_everything(proc, marker, pids)
+    seconds = time.monotonic() - started
+    statuses = read_statuses(spec.out)
+    show.poll(seconds, statuses)
+    log_text = log_path.read_text(encoding="utf-8", errors="replace")
+    rc = proc.returncode
+    outcomes = classify(
+        spec.world_size,
+        statuses,
+        log_text,
+        deadline_hit,
+        spec.deadline_s,
+        expect_all=spec.nnodes == 1,
+        deaths=deaths,
+    )
+    all_done = bool(outcomes) and all(o.kind == "ok" for o in outcomes)
+    teardown_crash = all_done and rc not in (0, None) and not deadline_hit
+    failed = deadline_hit or not all_done or (rc not in (0, None) and not teardown_crash)
+    culprits = pick_culprits(outcomes) if failed else []
+    if failed:
+        named = "; ".join(f"rank {o.rank} {o.detail}" for o in culprits) or (
+            f"torchrun exited with {_exit_words(rc or 0)}; see {log_path}"
+        )
+        message = f"probe run failed: {named}"
+    else:
+        message = f"finished in {seconds:.1f} s"
+    done = [p for p in spec.probes if len(_results(spec.out, p)) >= spec.world_size]
+    result = LaunchResult(
+        exit_code=3 if failed else 0,
+        failed=failed,
+        seconds=round(seconds, 3),
+        torchrun_exit_code=rc,
+        deadline_hit=deadline_hit,
+        ranks=outcomes,
+        culprits=culprits,
+        message=message,
+        teardown_crash_ignored=teardown_crash,
+        probes_done=done,
+    )
+    write_summary(spec, result, cmd, log_path)
+    return result
+
+
+def write_summary(spec: LaunchSpec, result: LaunchResult, cmd: list[str], log: Path) -> Path:
+    name = "run.json" if spec.nnodes == 1 else f"run-{socket.gethostname()}-{os.getpid()}.json"
+    path = spec.out / name
+    data = {
+        "format": 1,
+        "command": cmd,
+        "probes": spec.probes,
+        "probes_done": result.probes_done,
+        "nproc_per_node": spec.nproc,
+        "nnodes": spec.nnodes,
+        "world_size": spec.world_size,
+        "backend": spec.backend,
+        "deadline_s": spec.deadline_s,
+        "collective_timeout_s": spec.collective_timeout_s,
+        "seconds": result.seconds,
+        "exit_code": result.exit_code,
+        "torchrun_exit_code": result.torchrun_exit_code,
+        "failed": result.failed,
+        "deadline_hit": result.deadline_hit,
+        "teardown_crash_ignored": result.teardown_crash_ignored,
+        "message": result.message,
+        "ranks": [asdict(o) for o in result.ranks],
+        "failed_ranks": [asdict(o) for o in result.culprits],
+        "log": log.name,
+    }
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
