@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Analysis, eval_at, recv_text, text
-from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
+from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx, common_prefix
 from ddpadvisor.scan.values import Obj, Val
 from ddpadvisor.scan.walker import ClassInfo, FuncRef, WalkResult
 
@@ -1281,6 +1281,7 @@ class Rules:
             if apis.last(e.name)
             in ("broadcast", "broadcast_object_list", "_sync_module_states", "sync_module_states")
         ]
+        found = False
         for e in a.events:
             if not any(_is_rank_cond(c) for c in e.ctx):
                 continue
@@ -1333,6 +1334,8 @@ class Rules:
                 self.warn(f"{e.where}: {what}, but a broadcast follows; assumed re-synchronised")
                 continue
             self.emit(fact, True, e.where, f"{what} ({e.where}); DDP never re-broadcasts them")
+            found = True
+        if found:
             return
         self.emit(
             fact,
@@ -1784,6 +1787,8 @@ class Rules:
             return
         acc = a.accum
         s = steps[0]
+        if acc.step is not None:
+            s = max(steps, key=lambda e: (len(common_prefix(e.ctx, acc.step.ctx)), -e.seq))
         sched = self.obj(s.recv)
         name = apis.last(sched.canon) if sched else ""
         if acc.style == "framework":

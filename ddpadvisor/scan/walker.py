@@ -248,8 +248,13 @@ class Walker:
         self._walk_module(main)
         # Functions nobody visibly calls (decorated entry points, callbacks handed to a
         # launcher the scanner does not know) are walked once with unknown arguments.
-        for ref in list(self.functions):
-            if ref.scope is not main or id(ref.node) in self.inlined:
+        called = {name.split(".")[-1] for _, name, _ in main.module.index.calls}
+        candidates = [r for r in self.functions if r.scope is main]
+        # Roots first (functions no code calls by name, e.g. ``main``), latest defined first:
+        # walking them inlines their callees, which are then not walked a second time.
+        candidates.sort(key=lambda r: (r.name in called, -getattr(r.node, "lineno", 0)))
+        for ref in candidates:
+            if id(ref.node) in self.inlined:
                 continue
             if ref.owner is not None and ref.owner.object_kind() == V.MODEL:
                 continue
@@ -566,6 +571,8 @@ class Walker:
             return it.items[0] if len(it.items) == 1 else merge(*it.items)
         if it.kind == V.DATASET:
             return Val(taint=it.taint | {V.DATA})
+        if it.kind in (None, "state") and not it.known:
+            return Val(taint=it.taint | {V.DATA})  # iterating something loaded: a batch
         return it.plain()
 
     def walk_with(self, stmt: ast.With | ast.AsyncWith, frame: Frame, ctx: Ctx) -> None:
@@ -1171,6 +1178,8 @@ class Walker:
             return base.items[key.const]
         if base.kind == "batch":
             return Val(taint=base.taint | key.taint)
+        if base.kind in _MODEL_KINDS:
+            return Val(kind=base.kind, ref=base.ref)  # model.layers[3]: still (part of) the model
         if base.kind == "named_params" or base.kind == V.PARAMS:
             return Val(kind=V.PARAMS, ref=base.ref)
         if isinstance(node.slice, ast.Slice):
@@ -1217,8 +1226,10 @@ class Walker:
         if obj is not None:
             if name in obj.attrs:
                 got = obj.attrs[name]
-                if kind == V.DDP_MODULE and got.kind in _MODEL_KINDS:
-                    return Val(kind=V.DDP_MODULE, ref=got.ref)
+                if kind in _MODEL_KINDS and got.kind in _MODEL_KINDS:
+                    # A sub-module stands for the whole model it belongs to: what matters
+                    # is which model (and whether reached around DDP), not which layer.
+                    return Val(kind=kind, ref=base.ref)
                 return got
             info = obj.extra.get("class")
             if isinstance(info, ClassInfo):
