@@ -1,0 +1,41 @@
+"""Names that live in two places stay in step: subcommands, probes, README examples."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from ddpadvisor import cli
+from ddpadvisor.kb import check
+from tests.conftest import REPO
+
+
+def test_verify_checker_knows_every_subcommand() -> None:
+    assert set(cli.SUBCOMMANDS) == check.SUBCOMMANDS
+
+
+def test_verify_checker_knows_every_probe() -> None:
+    from ddpadvisor.probing.cli import PROBES
+
+    assert set(PROBES) == check.PROBES
+    for name in PROBES:
+        assert (REPO / "probes" / f"{name}.py").is_file()
+
+
+def test_readme_rule_example_validates_and_passes(tmp_path: Path) -> None:
+    """The 'Adding a rule' example in the README is real: it loads and its test passes."""
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"```yaml\n(.*?)```", readme, re.S)
+    assert block, "README has no yaml example"
+    rules = tmp_path / "my-rules"
+    rules.mkdir()
+    (rules / "rule.yaml").write_text(block.group(1))
+    for cmd in ("validate", "test"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "ddpadvisor", "kb", cmd, "--kb", str(rules)],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
