@@ -54,6 +54,9 @@ class Accum:
     backward: Event | None = None
     k_default: bool = False  # k is a command-line / config default
     reason: str = ""
+    # A last micro-step written after the micro-batch loop (``for mb in chunks[:-1]: …``
+    # then one more forward/backward): the one that should synchronise.
+    tail: Event | None = None
 
     @property
     def accumulates(self) -> bool | None:
@@ -259,6 +262,9 @@ class Analysis:
             it = getattr(loop.node, "iter", None)
             if k is None and isinstance(it, ast.Call) and it.args and text(it.func) == "range":
                 k_node = it.args[-1] if len(it.args) <= 2 else None
+            tail = self._tail(loop, s)
+            if tail is not None and k is not None:
+                k += 1
             return Accum(
                 "inner",
                 k=k,
@@ -269,6 +275,7 @@ class Analysis:
                 step=s,
                 backward=b,
                 k_default=dflt,
+                tail=tail,
             )
         loops = [c for c in shared if isinstance(c, LoopCtx)]
         loop = loops[-1] if loops else None
@@ -316,6 +323,25 @@ class Analysis:
                 reason="optimizer.step() runs under a condition the scanner cannot read",
             )
         return Accum("none", k=1, micro_loop=loop, step=s, backward=b, k_where=s.where)
+
+    def _tail(self, loop: LoopCtx, step: Event) -> Event | None:
+        """A backward after the micro-batch loop and before the optimizer step."""
+        step_loops = step.loops()
+        for b in self.backwards:
+            if loop in b.ctx or not (step.seq > b.seq):
+                continue
+            if V.FWD not in self.loss_of(b).taint:
+                continue
+            if b.loops() == step_loops and b.seq > self._last_seq_in(loop):
+                return b
+        return None
+
+    def _last_seq_in(self, loop: LoopCtx) -> int:
+        last = 0
+        for e in self.events:
+            if loop in e.ctx:
+                last = e.seq
+        return last
 
     def _framework_accum(self, b: Event | None, s: Event | None, w: WithCtx) -> Accum:
         acc = next(iter(self.objs(V.ACCELERATOR)), None)

@@ -663,6 +663,13 @@ class Rules:
             self.emit(
                 "uses_no_sync", False, a.ddps[0].where, "no no_sync(): every backward all-reduces"
             )
+            if a.train_forwards:
+                self.emit(
+                    "final_micro_step_synced",
+                    True,
+                    a.train_forwards[0].where,
+                    "every micro-step synchronises (no no_sync)",
+                )
             return
         else:
             return
@@ -676,6 +683,9 @@ class Rules:
                 step.where,
                 f"optimizer.step() inside no_sync() ({step.where})",
             )
+            return
+        if acc.tail is not None:
+            self._tail_sync(acc.tail)
             return
         win = a.window
         if win is None:
@@ -725,6 +735,34 @@ class Rules:
                 True,
                 fwds[0].where,
                 "the last micro-step's forward and backward run outside no_sync",
+            )
+
+    def _tail_sync(self, tail: Event) -> None:
+        """The last micro-step is written after the micro-batch loop: is its forward synced?"""
+        a = self.a
+        fwd_seqs = [
+            int(t.split(":", 1)[1]) for t in a.loss_of(tail).taint if t.startswith("fwdseq:")
+        ]
+        fwd = a.by_seq.get(fwd_seqs[-1]) if fwd_seqs else None
+        if fwd is None:
+            return
+        blocking = [w for w in fwd.withs() if w.kind == V.CTX_NO_SYNC]
+        if any(w.cond is None for w in blocking):
+            w = blocking[0]
+            self.emit(
+                "final_micro_step_synced",
+                False,
+                f"{w.file}:{w.line}",
+                f"the last micro-step also runs under no_sync ({w.file}:{w.line})",
+            )
+        elif blocking:
+            self.warn(f"{fwd.where}: conditional no_sync around the last micro-step; not decided")
+        else:
+            self.emit(
+                "final_micro_step_synced",
+                True,
+                fwd.where,
+                "the last micro-step runs after the no_sync block",
             )
 
     # ------------------------------------------------------------------ routes

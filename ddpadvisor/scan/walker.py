@@ -531,6 +531,8 @@ class Walker:
             count = it.items[0]
             if isinstance(target, ast.Name):
                 index_var = target.id
+        elif it.kind == "sized" and it.items:
+            count = it.items[1]
         elif it.kind == "enumerate" and it.items:
             inner = it.items[0]
             over_loader = inner.kind == V.LOADER
@@ -561,7 +563,7 @@ class Walker:
             return Val(items=(Val(), Val(kind=V.PARAMS, ref=it.ref)))
         if it.kind == "param_groups":
             return Val(kind="param_group", ref=it.ref)
-        if it.kind == "generator" and it.items:
+        if it.kind in ("generator", "sized") and it.items:
             return it.items[0]
         if it.kind == "zip" and it.items:
             return Val(items=tuple(self.element_of(i, None) for i in it.items))
@@ -1084,8 +1086,10 @@ class Walker:
 
     def comprehension(self, node: ast.AST, frame: Frame, ctx: Ctx) -> Val:
         sub = Frame(frame.scope, {}, {}, frame, frame.name)
+        its: list[Val] = []
         for gen in node.generators:  # type: ignore[attr-defined]
             it = self.eval(gen.iter, sub, ctx)
+            its.append(it)
             self.assign(gen.target, self.element_of(it, gen.iter), None, sub, ctx, node)
             for cond in gen.ifs:
                 self.eval(cond, sub, ctx)
@@ -1094,6 +1098,10 @@ class Walker:
         elt = self.eval(node.elt, sub, ctx)  # type: ignore[attr-defined]
         if elt.kind == V.PARAMS:
             return Val(kind=V.PARAMS, ref=elt.ref)
+        count = _count_of(its[0]) if len(its) == 1 else None
+        if count is not None:
+            # [b for _, b in zip(range(K), it)]: a list of K items (micro-batches).
+            return Val(kind="sized", items=(elt, count), taint=elt.taint)
         return Val(items=(elt,), taint=elt.taint)
 
     def binop(
@@ -1462,6 +1470,15 @@ class Walker:
             obj = self.obj(self.eval_pure(target.value, frame))
             if obj is not None:
                 obj.attrs[target.attr] = val
+
+
+def _count_of(it: Val) -> Val | None:
+    if it.kind == V.RANGE and it.items:
+        return it.items[0]
+    if it.kind == "zip" and it.items:
+        counts = [i.items[0] for i in it.items if i.kind == V.RANGE and i.items]
+        return counts[0] if len(counts) == 1 else None
+    return None
 
 
 def union(vals: list[Val]) -> Val:

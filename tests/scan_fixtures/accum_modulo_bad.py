@@ -1,7 +1,7 @@
 """Accumulation by step counter, with three classic mistakes."""
 # scan-facts: grad_accum_steps=8 loss_divided_by_accum=false zero_grad_every_micro_step=true
 # scan-facts: scheduler_steps_per_optimizer_step=8.0 warmup_steps=100 uses_no_sync=false
-# scan-facts: final_micro_step_synced=unknown
+# scan-facts: final_micro_step_synced=true
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP

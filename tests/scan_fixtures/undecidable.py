@@ -7,7 +7,7 @@
 # scan-facts: uses_torch_compile=unknown warmup_steps=unknown scheduler_steps_per_optimizer_step=1.0
 # scan-facts: broadcast_buffers_disabled=unknown forward_bypasses_ddp=false unscale_before_clip=unknown
 # scan-facts: loss_reduction=unknown variable_length_sequences=unknown uses_random_augmentation=unknown
-# scan-facts: final_micro_step_synced=unknown clip_inside_no_sync=unknown logged_loss_reduction_wrong=unknown
+# scan-facts: final_micro_step_synced=true clip_inside_no_sync=unknown logged_loss_reduction_wrong=unknown
 import torch
 import torch.distributed as dist
 import yaml
