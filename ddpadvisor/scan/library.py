@@ -655,6 +655,9 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
         if method.endswith("_") and isinstance(node.func, ast.Attribute):
             w.rebind(node.func.value, out, frame)
         return out
+    if method in ("chunk", "tensor_split") and a0 is not None and a0.known:
+        # x.chunk(K): K micro-batches
+        return Val(kind="sized", items=(base, a0), taint=base.taint)
     if (
         method in ("get", "pop", "setdefault")
         and recv.mapping is not None

@@ -100,6 +100,8 @@ class Rules:
             self.logging,
             self.augmentation,
             self.seeding,
+            self.loop_kind,
+            self.comm_hook,
         ]
         if self.a.main_backward is None and self.a.framework is None:
             self.warn(
@@ -1046,12 +1048,23 @@ class Rules:
                     f"clipping only when {text(c.test)} (off by default)",
                 )
                 return
-            if c.const is None and not _is_rank_cond(c) and not self._is_accum_cond(c):
+            if c.const is None and not _is_rank_cond(c) and not self._structural(c):
                 self.warn(f"{clip.where}: clipping runs only when {text(c.test)}; not decided")
                 return
         self.emit("uses_grad_clipping", True, clip.where, f"gradients clipped ({clip.where})")
         self._unscale(clip)
         self._clip_local(clip)
+
+    def _structural(self, c: CondCtx) -> bool:
+        """A condition of the accumulation window (micro-step index), not a config switch."""
+        if self._is_accum_cond(c):
+            return True
+        win = self.a.window
+        if win is None or win.var is None:
+            return False
+        from ddpadvisor.scan.evaluate import free_names
+
+        return win.var in free_names(c.test)
 
     def _is_accum_cond(self, c: CondCtx) -> bool:
         b = self.a.accum.boundary
@@ -1192,20 +1205,20 @@ class Rules:
                 "prepare_model_for_kbit_training",
             ) or e.name.startswith(("peft.", "loralib.")):
                 out.append(e.where)
+        built = {id(o.extra.get("class")) for o in self.a.objects.values()}
         for info in self.walk.classes:
-            if "lora" in info.name.lower() and info.object_kind() == V.MODEL:
+            if "lora" in info.name.lower() and info.object_kind() == V.MODEL and id(info) in built:
                 out.append(f"{info.scope.module.label}:{info.node.lineno}")
         return out
 
     def lora_and_wrap_order(self) -> None:
         a = self.a
         lora = self._lora_evidence()
+        models = self._trained_models()
         if lora:
             self.emit("uses_lora", True, lora[0], f"LoRA / PEFT adapters ({lora[0]})")
-        elif a.main_backward is not None or self.hf:
-            models = a.objs(V.MODEL)
-            where = models[0].where if models else ""
-            self.emit("uses_lora", False, where, "no LoRA / PEFT adapters")
+        elif models:
+            self.emit("uses_lora", False, models[0].where, "no LoRA / PEFT adapters")
         fact = "module_created_after_wrap"
         if self.hf:
             tr = self.trainer()
@@ -1227,6 +1240,8 @@ class Rules:
         for ddp in a.ddps:
             refs = {ddp.ref, ddp.wraps}
             hit = self._created_after(ddp, refs)
+            if hit is None and a.main_backward is None:
+                return  # training happens in code the scan cannot see
             if hit is not None:
                 where, what = hit
                 self.emit(
@@ -1373,7 +1388,7 @@ class Rules:
                 continue
             self.emit(fact, True, e.where, f"{what} ({e.where}); DDP never re-broadcasts them")
             found = True
-        if found:
+        if found or a.main_backward is None:
             return
         self.emit(
             fact,
@@ -1381,6 +1396,74 @@ class Rules:
             a.ddps[0].where,
             "no state loaded or changed on a subset of ranks after wrapping",
         )
+
+    def _trained_models(self) -> list[Obj]:
+        """The models being trained, when every one of them is built in visible code."""
+        a = self.a
+        if self.hf:
+            tr = self.trainer()
+            m = self.obj(tr.kwargs.get("model")) if tr else None
+            models = [m] if m is not None else []
+        else:
+            models = [self.walk.objects[o.wraps] for o in a.ddps if o.wraps in self.walk.objects]
+        if not models or any(m.canon == "unknown-model" for m in models):
+            return []
+        return models
+
+    def loop_kind(self) -> None:
+        a = self.a
+        fact = "hand_written_loop"
+        if self.hf:
+            tr = self.trainer()
+            self.emit(fact, False, tr.where if tr else "", "the HF Trainer runs the training loop")
+            return
+        if self.acc:
+            acc = a.objs(V.ACCELERATOR)[0]
+            self.emit(fact, False, acc.where, "the loop runs through accelerate")
+            return
+        if any(o.extra.get("deepspeed") for o in a.ddps):
+            ds = next(o for o in a.ddps if o.extra.get("deepspeed"))
+            self.emit(fact, False, ds.where, "the DeepSpeed engine runs backward and step")
+            return
+        fits = [
+            e
+            for e in a.calls("fit")
+            if "lightning" in e.name.lower()
+            or (e.recv is not None and e.recv.kind is None and "trainer" in recv_text(e).lower())
+        ]
+        if fits:
+            self.emit(fact, False, fits[0].where, "a Lightning Trainer runs the loop")
+            return
+        b = a.main_backward
+        if b is not None and (a.ddps or a.fsdps):
+            self.emit(fact, True, b.where, f"hand-written loop: backward() at {b.where}")
+
+    def comm_hook(self) -> None:
+        a = self.a
+        fact = "uses_comm_hook"
+        hooks = [e for e in a.calls("register_comm_hook")]
+        if hooks:
+            self.emit(
+                fact, True, hooks[0].where, f"DDP communication hook registered ({hooks[0].where})"
+            )
+            return
+        manual = [
+            e
+            for e in a.calls()
+            if apis.last(e.name) in ("all_reduce", "all_reduce_coalesced", "reduce")
+            and e.args
+            and (e.args[0].kind == "grad" or ".grad" in text(e.kw_node("tensor", 0), 200))
+        ]
+        if manual:
+            e = manual[0]
+            self.emit(
+                fact, True, e.where, f"gradients all-reduced by hand after backward ({e.where})"
+            )
+            return
+        if self.hf or self.acc:
+            self.emit(fact, False, "", "the framework synchronises gradients")
+        elif a.ddps and a.main_backward is not None:
+            self.emit(fact, False, a.ddps[0].where, "DDP's own gradient averaging, no hook")
 
     def sharding_framework(self) -> None:
         a = self.a
@@ -1416,10 +1499,6 @@ class Rules:
             arch = o.extra.get("arch")
             if isinstance(arch, str) and arch.lower().startswith(apis.BN_MODEL_PREFIXES):
                 bn.append(o.where)
-        for info in self.walk.classes:
-            for call, name in self._class_calls(info):
-                if apis.last(name) in apis.BN_CLASSES:
-                    bn.append(f"{info.scope.module.label}:{call.lineno}")
         syncbn = [o.extra["syncbn"] for o in a.objects.values() if o.extra.get("syncbn")]
         syncbn_ctor = [e for e in a.calls() if apis.last(e.name) == "SyncBatchNorm"]
         if bn:

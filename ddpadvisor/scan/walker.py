@@ -545,6 +545,8 @@ class Walker:
                 index_var = target.elts[0].id
             if inner.kind == V.RANGE and inner.items:
                 count = inner.items[0]
+            elif inner.kind == "sized" and inner.items:
+                count = inner.items[1]
         else:
             over_loader = it.kind == V.LOADER or (V.DATA in it.taint and it.kind != V.RANGE)
         self.assign(target, elem, None, frame, ctx, stmt)

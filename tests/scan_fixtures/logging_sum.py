@@ -1,5 +1,5 @@
 """The logged loss is all-reduced with SUM and printed as is: W times too large."""
-# scan-facts: logs_rank0_only=false logged_loss_reduction_wrong=true
+# scan-facts: logs_rank0_only=false logged_loss_reduction_wrong=true rank_seeds_identical=true
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -7,6 +7,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from _toy import ToyNet
 
 dist.init_process_group("gloo")
+torch.manual_seed(0)  # expect: augmentation-rng-identical-across-ranks
 model = DDP(ToyNet())
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 for step in range(100):
