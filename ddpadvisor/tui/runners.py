@@ -149,16 +149,15 @@ class SubprocessRunner:
         return self._collect(request, kb, out_dir, rc, tail)
 
     async def _kill(self, proc: asyncio.subprocess.Process) -> None:
-        if proc.returncode is not None:
-            return
+        """SIGTERM the group (torchrun forwards it and cleans up), then SIGKILL what is left."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(proc.wait(), self.grace_s)
-        except asyncio.TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+        # Workers that outlived their launcher (or ignored SIGTERM) go too.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
 
     def _collect(
         self, request: RunRequest, kb: KnowledgeBase, out_dir: Path, rc: int, tail: list[str]

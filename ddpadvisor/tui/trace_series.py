@@ -1,10 +1,13 @@
 """Per-rank time series (loss, grad norm, GradScaler scale) read from a trace folder.
 
-This is the one place that knows the trace record layout for plotting. The trace format belongs
-to ddpadvisor.tracing; until it is final this adapter reads it defensively: every ``*.jsonl``
-file under the folder, one JSON object per line, with a ``step`` and any of the value keys below
-(top level or under ``values``/``metrics``). The rank comes from a ``rank`` key or from the file
-name (``rank1.jsonl``, ``rank-1/…``). Lines that do not parse are counted, not fatal.
+This is the one place that knows the trace record layout for plotting. The format belongs to
+ddpadvisor.tracing (its agent writes ``rank<R>.jsonl``: step records ``{"k": "step", "s": N,
+"loss": [one per backward], "pre": local grad norm, "post": synchronised grad norm, "scale": …}``
+next to check and configuration records). It is read defensively, so a format change degrades a
+plot rather than the session: every ``*.jsonl`` under the folder, records without a kind or of
+kind ``step``, the step under ``s`` or ``step``, each value under the first key of its list
+below (top level or under ``values``/``metrics``); a list of values (one per micro-batch) plots as
+its mean. The rank comes from a ``rank`` key or from the file name. Unreadable lines are counted.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Plotted series and the record keys each may be stored under.
+# The synchronised norm ("post") is what the optimizer steps on; "pre" is the local one.
 SERIES_KEYS: dict[str, tuple[str, ...]] = {
     "loss": ("loss", "local_loss", "train_loss"),
-    "grad_norm": ("grad_norm", "gnorm", "total_grad_norm"),
+    "grad_norm": ("grad_norm", "post", "pre", "gnorm", "total_grad_norm"),
     "scale": ("scale", "grad_scale", "scaler_scale", "loss_scale"),
 }
+STEP_KEYS = ("step", "s")
+STEP_KINDS = (None, "step")
 _NESTED = ("values", "metrics", "data")
 _RANK_IN_PATH = re.compile(r"rank[_-]?(\d+)")
 
@@ -50,22 +56,30 @@ def _rank_from_path(path: Path) -> int | None:
 
 
 def _number(value: object) -> float | None:
+    if isinstance(value, list):
+        xs = [x for x in (_number(v) for v in value) if x is not None]
+        return sum(xs) / len(xs) if xs else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     x = float(value)
     return x if math.isfinite(x) else None
 
 
+def _step(record: dict[str, object]) -> int | None:
+    for key in STEP_KEYS:
+        step = record.get(key)
+        if isinstance(step, int) and not isinstance(step, bool):
+            return step
+    return None
+
+
 def _lookup(record: dict[str, object], keys: tuple[str, ...]) -> float | None:
-    for key in keys:
-        if key in record:
-            return _number(record[key])
-    for nest in _NESTED:
-        inner = record.get(nest)
-        if isinstance(inner, dict):
-            for key in keys:
-                if key in inner:
-                    return _number(inner[key])
+    places = [record, *(record[n] for n in _NESTED if isinstance(record.get(n), dict))]
+    for place in places:
+        for key in keys:
+            value = _number(place.get(key))  # type: ignore[union-attr]
+            if value is not None:
+                return value
     return None
 
 
@@ -87,10 +101,10 @@ def read_series(folder: Path) -> TraceSeries:
             except ValueError:
                 out.skipped_lines += 1
                 continue
-            if not isinstance(record, dict):
+            if not isinstance(record, dict) or record.get("k") not in STEP_KINDS:
                 continue
-            step = record.get("step")
-            if isinstance(step, bool) or not isinstance(step, int):
+            step = _step(record)
+            if step is None:
                 continue
             rank = record.get("rank", path_rank)
             if isinstance(rank, bool) or not isinstance(rank, int):

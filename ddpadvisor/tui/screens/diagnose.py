@@ -101,7 +101,12 @@ class DiagnoseScreen(Screen[None]):
         else:
             self.prompt = session.next_prompt()
         settled = f"Settled on {diagnosis.causes[0].id}" if diagnosis.done else None
-        self.query_one(QuestionPanel).show(self.prompt, settled=settled)
+        panel = self.query_one(QuestionPanel)
+        panel.show(self.prompt, settled=settled)
+        # Keep the keyboard on the question (its choices or its typing box), unless the user
+        # is browsing another panel.
+        if self.focused is None or panel.has_focus_within:
+            panel.focus_answer()
         self.post_message(DiagnosisUpdated(diagnosis, reason))
 
     def _show_why(self, cause_id: str | None) -> None:
@@ -119,7 +124,6 @@ class DiagnoseScreen(Screen[None]):
             return
         self.editing = None
         self.update(f"answered {event.fact}")
-        self.query_one(QuestionPanel).focus_answer()
 
     @on(QuestionSkipped)
     def _skipped(self, event: QuestionSkipped) -> None:

@@ -74,7 +74,7 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
             )
             yield OptionList(
                 *(
-                    Option(Content.assemble((f"{i} ", "bold $accent"), c.label), id=c.id)
+                    Option(Content.assemble((f"{i} ", "bold $text-accent"), c.label), id=c.id)
                     for i, c in enumerate(CHOICES, start=1)
                 ),
                 id="evidence-choices",

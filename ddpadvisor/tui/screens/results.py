@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from ddpadvisor.tui.messages import CauseHighlighted, FixChosen
+from ddpadvisor.tui.screens.diagnose import ROOMY_HEIGHT, ROOMY_WIDTH
 from ddpadvisor.tui.session import format_value
 from ddpadvisor.tui.widgets.cause_detail import CauseDetail
 from ddpadvisor.tui.widgets.claims import ClaimsPanel
@@ -47,7 +48,7 @@ class ResultsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield SummaryBar(id="results-summary")
         with TabbedContent(initial=self.initial_tab, id="results-tabs"):
-            with TabPane("Causes & fixes", id="causes"), Horizontal():
+            with TabPane("Causes & fixes", id="causes"), Horizontal(id="causes-split"):
                 yield RankingList(id="results-ranking")
                 yield CauseDetail(id="cause-detail")
             with TabPane("Forum advice", id="advice"):
@@ -60,12 +61,19 @@ class ResultsScreen(Screen[None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        self._fit(self.app.size.width, self.app.size.height)
         self.refresh_results()
         ranking = self.query_one(RankingList)
         if self.initial_cause:
             ranking.select_cause(self.initial_cause)
         if self.initial_tab == "causes":  # focusing a widget would switch to its tab
             ranking.focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        self.set_class(width < ROOMY_WIDTH or height < ROOMY_HEIGHT, "-compact")
 
     def on_screen_resume(self) -> None:
         self.refresh_results()
@@ -114,6 +122,14 @@ class ResultsScreen(Screen[None]):
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        # Focus follows the tab: a focused widget on a hidden tab would pull it back.
+        target = {
+            "causes": "#results-ranking",
+            "advice": "#results-claims",
+            "plots": "#plots-panel",
+            "facts": "#facts-table",
+        }[tab]
+        self.query_one(target).focus()
 
     def action_open_fix(self) -> None:
         self.query_one(TabbedContent).active = "causes"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
@@ -32,7 +32,9 @@ class CauseDetail(VerticalScroll):
     def show(self, cause: CauseOut) -> None:
         self.cause = cause
         self.border_title = f"#{cause.rank} {cause.id}"
-        self.query_one("#cause-body", Static).update(explain(cause))
+        self.query_one("#cause-body", Static).update(
+            explain(cause, width=self.scrollable_content_region.width)
+        )
         fixes = self.query_one("#cause-fixes", OptionList)
         title = self.query_one("#cause-fixes-title", Static)
         if cause.fixes:
@@ -40,7 +42,9 @@ class CauseDetail(VerticalScroll):
             fixes.set_options(
                 Option(
                     Content.assemble(
-                        (f"{i} ", "bold $accent"), fix.title, (f"  ({fix.cost})", "$text-muted")
+                        (f"{i} ", "bold $text-accent"),
+                        fix.title,
+                        (f"  ({fix.cost})", "$text-muted"),
                     ),
                     id=fix.id,
                 )
@@ -56,6 +60,12 @@ class CauseDetail(VerticalScroll):
             Content("References:\n" + refs) if refs else Content("")
         )
         self.scroll_home(animate=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.cause is not None:
+            self.query_one("#cause-body", Static).update(
+                explain(self.cause, width=self.scrollable_content_region.width)
+            )
 
     def open_fix(self, number: int | None = None) -> bool:
         """Open the numbered fix (1-based) or the highlighted one."""

@@ -4,30 +4,42 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
 from ddpadvisor.report.models import ClaimOut
+from ddpadvisor.tui.layout_text import hang
 
-STANCE_STYLE = {"refuted": "bold $error", "confirmed": "bold $success", "ruled-out": "$warning"}
+STANCE_STYLE = {
+    "refuted": "bold $text-error",
+    "confirmed": "bold $text-success",
+    "ruled-out": "$text-warning",
+}
 STANCE_LABEL = {"refuted": "REFUTED", "confirmed": "CONFIRMED", "ruled-out": "RULED OUT"}
 
 
-def claim_content(claim: ClaimOut, *, detailed: bool) -> Content:
-    parts: list[str | tuple[str, str]] = [
+def claim_content(claim: ClaimOut, *, detailed: bool, width: int = 0) -> Content:
+    head = Content.assemble(
         (f"{STANCE_LABEL[claim.stance]:<9} ", STANCE_STYLE[claim.stance]),
         (f"{claim.verdict:<14} ", "$text-muted"),
+    )
+    parts: list[str | tuple[str, str]] = [
         claim.text,
         (f"  [{', '.join(claim.provenance)}]", "$text-muted"),
     ]
     if detailed:
-        parts.append(("\n          " + " ".join(claim.reason.split()), ""))
-        parts.append(("\n          " + claim.why_here, "$text-muted"))
+        parts.append(("\n" + " ".join(claim.reason.split()), ""))
+        parts.append(("\n" + claim.why_here, "$text-muted"))
         if claim.experiment:
-            parts.append(("\n          Try: " + claim.experiment, "$text-muted"))
-    return Content.assemble(*parts)
+            parts.append(("\nShown by: " + claim.experiment, "$text-muted"))
+    paragraphs = Content.assemble(*parts).split("\n")
+    blank = Content(" " * head.cell_length)
+    return Content("\n").join(
+        hang(head if i == 0 else blank, line, width) for i, line in enumerate(paragraphs)
+    )
 
 
 def count_line(claims: list[ClaimOut]) -> str:
@@ -51,8 +63,17 @@ class ClaimsPanel(VerticalScroll):
         yield Static(id="claims-body")
 
     def show(self, claims: list[ClaimOut]) -> None:
+        if claims == self.claims and self.border_title != "Forum advice":
+            return  # unchanged: re-wrapping dozens of claims on every answer is the slow part
         self.claims = claims
         self.border_title = f"Forum advice: {count_line(claims)}"
+        self._render_body()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._render_body()
+
+    def _render_body(self) -> None:
+        claims = self.claims
         body = self.query_one("#claims-body", Static)
         if not claims:
             body.update(
@@ -64,4 +85,5 @@ class ClaimsPanel(VerticalScroll):
             )
             return
         sep = Content("\n\n") if self.detailed else Content("\n")
-        body.update(sep.join(claim_content(c, detailed=self.detailed) for c in claims))
+        width = self.scrollable_content_region.width
+        body.update(sep.join(claim_content(c, detailed=self.detailed, width=width) for c in claims))

@@ -28,9 +28,9 @@ class FixView(VerticalScroll):
         yield Static(Content(steps), id="fix-steps")
         if fix.code is not None:
             if fix.code.before:
-                yield Static(Content.styled("Before", "bold $error"), classes="label")
+                yield Static(Content.styled("Before", "bold $text-error"), classes="label")
                 yield Static(Content(fix.code.before.rstrip()), classes="code")
-            yield Static(Content.styled("After", "bold $success"), classes="label")
+            yield Static(Content.styled("After", "bold $text-success"), classes="label")
             yield Static(Content(fix.code.after.rstrip()), classes="code", id="fix-after")
         yield Static(Content.styled("Verify (c copies the command)", "bold"), classes="label")
         yield Static(Content(fix.verify.command), classes="code", id="fix-verify")

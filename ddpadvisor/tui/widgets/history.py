@@ -4,25 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import on
+from textual import events, on
 from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from ddpadvisor.report.models import FactOut
+from ddpadvisor.tui.layout_text import hang
 from ddpadvisor.tui.messages import EditAnswer
 from ddpadvisor.tui.session import TUI_WHERE, format_value
 
 
-def fact_line(number: int | None, fact: FactOut) -> Content:
+def fact_line(number: int | None, fact: FactOut, width: int = 0) -> Content:
     label = f"{number:>2}. " if number is not None else "    "
     origin = fact.source if fact.where in (None, TUI_WHERE) else f"{fact.source} · {fact.where}"
-    return Content.assemble(
-        (label, "$text-muted"),
+    body = Content.assemble(
         (fact.fact, "bold"),
         f" = {format_value(fact.value)}",
         (f"  {origin}", "$text-muted"),
     )
+    return hang(Content.styled(label, "$text-muted"), body, width)
 
 
 class HistoryList(OptionList):
@@ -31,17 +32,28 @@ class HistoryList(OptionList):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.border_title = "Evidence · Enter changes an answer"
+        self.order: list[str] = []
+        self.facts: list[FactOut] = []
 
     def show(self, order: list[str], facts: list[FactOut]) -> None:
         """``order``: facts answered in the TUI, oldest first; the rest follow by name."""
+        self.order, self.facts = order, facts
+        self._rebuild()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        order, facts = self.order, self.facts
+        width = self.scrollable_content_region.width
         keep = self.highlighted_option.id if self.highlighted_option else None
         by_fact = {f.fact: f for f in facts}
         options = []
         for n, fact_id in enumerate((f for f in order if f in by_fact), start=1):
-            options.append(Option(fact_line(n, by_fact[fact_id]), id=fact_id))
+            options.append(Option(fact_line(n, by_fact[fact_id], width), id=fact_id))
         for fact in facts:
             if fact.fact not in order:
-                options.append(Option(fact_line(None, fact), id=fact.fact))
+                options.append(Option(fact_line(None, fact, width), id=fact.fact))
         self.set_options(options)
         ids = [o.id for o in options]
         if keep in ids:

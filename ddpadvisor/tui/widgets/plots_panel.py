@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
@@ -29,6 +30,20 @@ class PlotsPanel(VerticalScroll):
         for name, title in PLOTS:
             yield RankPlot(title, id=f"plot-{name}")
 
+    def on_resize(self, event: events.Resize) -> None:
+        self._share_height()
+
+    def _share_height(self) -> None:
+        """Split the visible height between the plots, scrolling below 10 rows each: fr units
+        inside a scrolling container would give each plot the whole height."""
+        shown = [p for p in self.query(RankPlot) if p.display]
+        if not shown:
+            return
+        room = self.scrollable_content_region.height - 1  # the note line
+        each = max(10, room // len(shown))
+        for plot in shown:
+            plot.styles.height = each
+
     def show(self, trace_dirs: list[Path]) -> None:
         note = self.query_one("#plots-note", Static)
         plots = {name: self.query_one(f"#plot-{name}", RankPlot) for name, _ in PLOTS}
@@ -52,3 +67,4 @@ class PlotsPanel(VerticalScroll):
             by_rank = series.series.get(name, {})
             plot.display = bool(by_rank) or name == "loss"
             plot.show(by_rank)
+        self._share_height()

@@ -52,12 +52,13 @@ class QuestionPanel(Vertical):
         self._values = []
         if prompt is None:
             self.border_title = "Nothing left to ask"
+            self.border_subtitle = settled or ""
             text.update(
                 Content.assemble(
                     "No question is worth asking any more. ",
-                    ("f", "bold $accent"),
+                    ("f", "bold $text-accent"),
                     " shows the results and fixes, ",
-                    ("o", "bold $accent"),
+                    ("o", "bold $text-accent"),
                     " adds evidence.",
                 )
             )
@@ -66,7 +67,8 @@ class QuestionPanel(Vertical):
             choices.clear_options()
             choices.display = False
             return
-        self.border_title = _title(prompt, settled)
+        self.border_title = _title(prompt)
+        self.border_subtitle = f"{settled} · more answers are optional" if settled else ""
         text.update(Content(prompt.question))
         help_.update(Content(prompt.help or ""))
         help_.display = bool(prompt.help)
@@ -188,13 +190,12 @@ class QuestionPanel(Vertical):
 
 
 def _option(number: int, label: str, option_id: str) -> Option:
-    return Option(Content.assemble((f"{number} ", "bold $accent"), label), id=option_id)
+    return Option(Content.assemble((f"{number} ", "bold $text-accent"), label), id=option_id)
 
 
-def _title(prompt: Prompt, settled: str | None) -> str:
+def _title(prompt: Prompt) -> str:
     if prompt.editing:
         return f"Change your answer · {prompt.fact}"
     kind = {"probe": "Next step: measure", "trace": "Next step: trace"}.get(prompt.how, "Question")
     gain = f" · {prompt.expected_gain:.2f} bits" if prompt.expected_gain is not None else ""
-    lead = f"{settled} · " if settled else ""
-    return f"{lead}{kind}{gain}"
+    return f"{kind}{gain}"

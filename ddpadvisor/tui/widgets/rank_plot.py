@@ -13,7 +13,14 @@ from textual.content import Content, Span
 from textual.widget import Widget
 
 MARKERS = ("•", "×", "◆", "▲", "■", "○", "◇", "△")
-RANK_STYLES = ("$accent", "$primary", "$success", "$warning", "$error", "$secondary")
+RANK_STYLES = (
+    "$text-accent",
+    "$text-primary",
+    "$text-success",
+    "$text-warning",
+    "$text-error",
+    "$text-secondary",
+)
 
 Points = list[tuple[int, float]]
 
@@ -63,7 +70,7 @@ class RankPlot(Widget):
     """``render`` reads the current size, so a resize redraws the plot (as dolphie does)."""
 
     DEFAULT_CSS = """
-    RankPlot { height: 1fr; min-height: 12; }
+    RankPlot { height: 12; min-height: 10; }
     """
 
     def __init__(self, title: str, **kwargs: Any) -> None:

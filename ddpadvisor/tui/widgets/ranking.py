@@ -26,7 +26,7 @@ def cause_line(cause: CauseOut, width: int, *, top: bool, name_width: int = 40) 
     # Rank, bar, percentage and the longest name share the width; the bar takes what is left.
     bar_width = max(6, min(24, width - name_width - 9))
     filled, empty = bar(cause.score, bar_width)
-    style = "bold $success" if top else "$primary"
+    style = "bold $text-success" if top else "$text-primary"
     name = _name(cause)
     line = Content.assemble(
         (f"{cause.rank:>2} ", "$text-muted"),

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, ProgressBar, Static
 from ddpadvisor.tui.runners import RankRow, RunOutcome, RunProgress, RunRequest
 from ddpadvisor.tui.session import format_value
 
-OK_LABEL = {True: ("ok", "bold $success"), False: ("MISMATCH", "bold $error")}
+OK_LABEL = {True: ("ok", "bold $text-success"), False: ("MISMATCH", "bold $text-error")}
 
 
 def row_cells(row: RankRow) -> tuple[str, str, Content]:
@@ -20,6 +20,10 @@ def row_cells(row: RankRow) -> tuple[str, str, Content]:
         return row.rank, row.item, Content(row.value)
     label, style = OK_LABEL[row.ok]
     return row.rank, row.item, Content.assemble((label, style), f"  {row.value}")
+
+
+def _width(cell: str | Content) -> int:
+    return cell.cell_length if isinstance(cell, Content) else len(cell)
 
 
 class RunPanel(Vertical):
@@ -35,9 +39,7 @@ class RunPanel(Vertical):
         yield ProgressBar(total=None, show_eta=False, id="run-progress")
         yield Static("starting…", id="run-line", classes="muted")
         yield Static(id="run-status")
-        table: DataTable[Any] = DataTable(id="run-table", zebra_stripes=True)
-        table.add_columns("rank", "check", "result")
-        yield table
+        yield DataTable(id="run-table", zebra_stripes=True, cursor_type="row")
 
     def progress(self, step: RunProgress) -> None:
         self.lines_seen += 1
@@ -50,22 +52,31 @@ class RunPanel(Vertical):
         bar = self.query_one("#run-progress", ProgressBar)
         bar.update(total=bar.total or 1, progress=bar.total or 1)
         facts = outcome.gathered.observations
-        state = ("failed", "bold $error") if outcome.failed else ("done", "bold $success")
+        state = ("failed", "bold $text-error") if outcome.failed else ("done", "bold $text-success")
         measured = ", ".join(f"{o.fact}={format_value(o.value)}" for o in facts) or "no facts"
         self.query_one("#run-status", Static).update(
             Content.assemble(state, f" · measured {len(facts)}: {measured}")
         )
         self.query_one("#run-line", Static).update(Content(outcome.message))
-        table = self.query_one("#run-table", DataTable)
-        table.clear()
+        table: DataTable[Any] = self.query_one("#run-table", DataTable)
+        table.clear(columns=True)
         rows = outcome.rows or [
             RankRow(o.where or "-", o.fact, format_value(o.value)) for o in facts
         ]
-        for row in rows:
-            table.add_row(*row_cells(row))
+        cells = [row_cells(row) for row in rows]
+        # Widths from the data: styled cells are not measured when a column is sized.
+        for index, label in enumerate(("rank", "check", "result")):
+            width = max([len(label), *(_width(c[index]) for c in cells)])
+            table.add_column(label, width=min(width, 60))
+        for row_cells_ in cells:
+            table.add_row(*row_cells_)
 
     def ended(self, cancelled: bool, error: str) -> None:
-        text = ("cancelled", "bold $warning") if cancelled else ("crashed: " + error, "bold $error")
+        text = (
+            ("cancelled", "bold $text-warning")
+            if cancelled
+            else ("crashed: " + error, "bold $text-error")
+        )
         self.query_one("#run-status", Static).update(
             Content.assemble(text, " · nothing was added to the evidence")
         )

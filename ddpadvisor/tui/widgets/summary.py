@@ -10,15 +10,15 @@ from ddpadvisor.report.models import Diagnosis
 
 def summary_content(diagnosis: Diagnosis, answered: int) -> Content:
     lead = diagnosis.causes[0]
-    state = ("settled", "bold $success") if diagnosis.done else ("asking", "$warning")
+    state = ("settled", "bold $text-success") if diagnosis.done else ("asking", "$text-warning")
     return Content.assemble(
-        ("ddpadvisor ", "bold $accent"),
+        ("ddpadvisor ", "bold $text-accent"),
         ("· most likely ", "$text-muted"),
         (lead.id, "bold"),
         f" {lead.score:.0%} ",
         (f"· {len(diagnosis.facts)} facts, {answered} answered here · ", "$text-muted"),
         state,
-        (f" · {len(diagnosis.warnings)} warnings" if diagnosis.warnings else "", "$warning"),
+        (f" · {len(diagnosis.warnings)} warnings" if diagnosis.warnings else "", "$text-warning"),
     )
 
 

@@ -4,32 +4,39 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual import events
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
 from ddpadvisor.report.models import CauseOut, EvidenceItem
+from ddpadvisor.tui.layout_text import hang
 from ddpadvisor.tui.session import format_value
 
 
-def evidence_line(ev: EvidenceItem) -> Content:
+def evidence_line(ev: EvidenceItem, width: int = 0) -> Content:
     up = ev.direction == "for"
     where = f" · {ev.where}" if ev.where else ""
     via = ""
     if len(ev.path) == 3:  # cause, mechanism, finding
-        via = f"  via {ev.path[1].split(':', 1)[-1]}"
-    parts: list[str | tuple[str, str]] = [
-        ("▲ " if up else "▼ ", "bold $success" if up else "bold $error"),
+        via = f" · via {ev.path[1].split(':', 1)[-1]}"
+    head = Content.assemble(
+        ("▲ " if up else "▼ ", "bold $text-success" if up else "bold $text-error"),
         (f"{ev.size:+.1f} ", "bold"),
+    )
+    body = Content.assemble(
         f"{ev.fact} = {format_value(ev.value)}",
         (f"  {ev.source}{where}{via}", "$text-muted"),
-    ]
+    )
+    lines = [hang(head, body, width)]
     if ev.detail:
-        parts.append((f"\n       {ev.detail}", "$text-muted"))
-    return Content.assemble(*parts)
+        lines.append(
+            hang(Content(" " * head.cell_length), Content.styled(ev.detail, "$text-muted"), width)
+        )
+    return Content("\n").join(lines)
 
 
-def explain(cause: CauseOut, *, mechanism: bool = True) -> Content:
+def explain(cause: CauseOut, *, mechanism: bool = True, width: int = 0) -> Content:
     head = Content.assemble(
         (f"#{cause.rank} {cause.id}", "bold"),
         f"  {cause.score:.0%}",
@@ -38,7 +45,7 @@ def explain(cause: CauseOut, *, mechanism: bool = True) -> Content:
     lines: list[Content] = [head, Content(cause.title)]
     if cause.evidence:
         lines.append(Content.styled("Moved by (log10 likelihood ratio):", "bold"))
-        lines.extend(evidence_line(ev) for ev in cause.evidence)
+        lines.extend(evidence_line(ev, width) for ev in cause.evidence)
     else:
         lines.append(
             Content.styled(
@@ -61,14 +68,20 @@ class WhyPanel(VerticalScroll):
         super().__init__(**kwargs)
         self.border_title = "Why"
         self._body = Static(id="why-body")
+        self.cause: CauseOut | None = None
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield self._body
 
     def show(self, cause: CauseOut | None) -> None:
+        self.cause = cause
         if cause is None:
             self._body.update("")
             return
         self.border_title = f"Why {cause.id}"
-        self._body.update(explain(cause))
+        self._body.update(explain(cause, width=self.scrollable_content_region.width))
         self.scroll_home(animate=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.cause is not None:
+            self._body.update(explain(self.cause, width=self.scrollable_content_region.width))
