@@ -114,6 +114,17 @@ class Walk:
     tops: list[str] = field(default_factory=list)  # tops[k]: the top cause after k questions
     done_after: int | None = None  # questions until the engine called the ranking settled
 
+    def unanswered_run(self) -> int:
+        run = 0
+        for fact in reversed(self.asked):
+            if fact in self.answered:
+                break
+            run += 1
+        return run
+
+    def answered_within(self, questions: int) -> int:
+        return sum(fact in self.answered for fact in self.asked[:questions])
+
     def settled_after(self) -> int:
         """The fewest questions after which the top cause is the final one and stays so."""
         final = self.tops[-1]
@@ -131,11 +142,17 @@ def truth_from_answers(engine: Engine, path: Path) -> dict[str, Any]:
     return {o.fact: o.value for o in observations}
 
 
+PATIENCE = 10  # the simulated user gives up after this many questions in a row they cannot answer
+
+
 def simulate(session: Session, truth: dict[str, Any], *, limit: int = 60) -> Walk:
     """Answer every question the session asks: truthfully when known, "don't know" otherwise;
-    skip probes (nothing is measured). Stops when the engine settles or nothing is left."""
+    skip probes (nothing is measured). Stops when the engine settles, nothing is left to ask,
+    or the user has had PATIENCE questions in a row they could not answer."""
     walk = Walk(tops=[session.current.causes[0].id])
     for _ in range(limit):
+        if walk.unanswered_run() >= PATIENCE:
+            break
         prompt = session.next_prompt()
         if prompt is None:
             break

@@ -1,0 +1,104 @@
+"""Snapshots of the main screens at 80x24 (SSH) and 120x40, with the frozen fixture KB.
+
+Baselines live in tests/__snapshots__/test_tui_snapshots/; regenerate them after an intended
+change with ``pytest tests/test_tui_snapshots.py --snapshot-update`` and review the SVGs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_tui_support import fixture_engine, probe_runner, write_trace
+from textual.widgets import Input
+
+from ddpadvisor.tui.app import DDPAdvisorApp, create_app
+from ddpadvisor.tui.session import Session
+
+SMALL = (80, 24)
+WIDE = (120, 40)
+ANSWERS = "single_gpu_converges: true\nloss_pattern: spikes\ngrad_accum_steps: 4\n"
+
+
+def app_with(tmp_path: Path, *, answers: bool = True, trace: bool = False, **kwargs: Any):  # type: ignore[no-untyped-def]
+    session = Session(fixture_engine())
+    if answers:
+        path = tmp_path / "answers.yaml"
+        path.write_text(ANSWERS)
+        session.load("answers", path)
+    if trace:
+        session.trace_dirs.append(write_trace(tmp_path / "trace-demo"))
+    return create_app(
+        session=session,
+        probe_runner=probe_runner(),
+        trace_runner=probe_runner(),
+        show_start=kwargs.pop("show_start", False),
+    )
+
+
+async def no_blink(pilot: Any) -> None:
+    """A blinking cursor would make a screenshot depend on timing."""
+    for entry in pilot.app.screen.query(Input):
+        entry.cursor_blink = False
+
+
+@pytest.mark.parametrize("size", [SMALL, WIDE], ids=["80x24", "120x40"])
+def test_start(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    assert snap_compare(app_with(tmp_path, answers=False, show_start=True), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", [SMALL, WIDE], ids=["80x24", "120x40"])
+def test_question_loop(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    """After one answer typed in: question, ranking (and at 120x40 why, advice, evidence)."""
+    assert snap_compare(app_with(tmp_path), press=["2"], terminal_size=size)
+
+
+def test_question_loop_why_pane_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    assert snap_compare(app_with(tmp_path), press=["2", "v"], terminal_size=SMALL)
+
+
+def test_question_loop_light_theme(snap_compare: Any, tmp_path: Path) -> None:
+    async def light(pilot: Any) -> None:
+        pilot.app.theme = "textual-light"
+
+    assert snap_compare(app_with(tmp_path), press=["2"], terminal_size=WIDE, run_before=light)
+
+
+def test_probe_run(snap_compare: Any, tmp_path: Path) -> None:
+    async def run_probe(pilot: Any) -> None:
+        app: DDPAdvisorApp = pilot.app
+        await pilot.pause()
+        app.start_probes(("sampler",))
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+    assert snap_compare(app_with(tmp_path), terminal_size=SMALL, run_before=run_probe)
+
+
+@pytest.mark.parametrize("size", [SMALL, WIDE], ids=["80x24", "120x40"])
+def test_results(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    assert snap_compare(app_with(tmp_path), press=["2", "f"], terminal_size=size)
+
+
+def test_fix(snap_compare: Any, tmp_path: Path) -> None:
+    assert snap_compare(app_with(tmp_path), press=["2", "f", "x"], terminal_size=SMALL)
+
+
+def test_advice(snap_compare: Any, tmp_path: Path) -> None:
+    assert snap_compare(app_with(tmp_path), press=["2", "f", "a"], terminal_size=WIDE)
+
+
+def test_plots(snap_compare: Any, tmp_path: Path) -> None:
+    assert snap_compare(app_with(tmp_path, trace=True), press=["f", "p"], terminal_size=WIDE)
+
+
+def test_export(snap_compare: Any, tmp_path: Path) -> None:
+    async def open_export(pilot: Any) -> None:
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+        await no_blink(pilot)
+
+    assert snap_compare(app_with(tmp_path), terminal_size=SMALL, run_before=open_export)
