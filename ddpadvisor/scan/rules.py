@@ -1876,7 +1876,11 @@ class Rules:
         frame = ref.closure
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         env: dict[str, object] = {}
+        local = _function_constants(ref.node)
         for name in names:
+            if name in local:
+                env[name] = local[name]
+                continue
             val: Val | None = None
             f = frame
             while f is not None and val is None:
@@ -2371,6 +2375,35 @@ class Rules:
         faults = [f for f in mine if f.value == fault]
         others = [f for f in mine if f.value != fault]
         self.findings = rest + (faults if faults else others)
+
+
+def _function_constants(fn: ast.AST) -> dict[str, object]:
+    """Constants a function sets up for itself: parameter defaults and ``name = 4`` lines.
+
+    A schedule function is called with the step only, so its other parameters keep their
+    defaults (``def lr(step, warmup=3)``)."""
+    from ddpadvisor.scan.evaluate import Undecidable, evaluate
+
+    out: dict[str, object] = {}
+    args = getattr(fn, "args", None)
+    if isinstance(args, ast.arguments):
+        positional = [*args.posonlyargs, *args.args]
+        for param, default in zip(
+            positional[len(positional) - len(args.defaults) :], args.defaults
+        ):
+            if isinstance(default, ast.Constant):
+                out[param.arg] = default.value
+    for stmt in getattr(fn, "body", []) if isinstance(getattr(fn, "body", None), list) else []:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            try:
+                out[stmt.targets[0].id] = evaluate(stmt.value, out)
+            except Undecidable:
+                continue
+    return out
 
 
 def _call_site(ev: Event) -> str:

@@ -166,7 +166,10 @@ def read_text(path: Path, label: str) -> str:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise InputError(f"bad encoding declaration: {exc.msg}", label, exc.lineno) from None
+        head = b"\n".join(data.split(b"\n", 2)[:2])
+        if b"coding" in head:
+            raise InputError(f"bad encoding declaration: {exc.msg}", label, exc.lineno) from None
+        encoding = "utf-8"  # undecodable first line: reported below with its position
     try:
         return data.decode(encoding)
     except (UnicodeDecodeError, LookupError) as exc:

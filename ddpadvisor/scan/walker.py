@@ -1131,6 +1131,7 @@ class Walker:
             if V.WORLD in right.taint:
                 taint.add(V.DIV_WORLD)
                 taint.discard(V.REDUCED_SUM)
+                taint.discard("reduced_div_unknown")
                 if V.REDUCED_AVG in left.taint:
                     taint.add("double_div_world")
             elif V.REDUCED in right.taint and V.REDUCED in left.taint:

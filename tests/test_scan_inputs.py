@@ -1,0 +1,187 @@
+"""``--script`` on awkward input: clear one-line errors, big files, and never running the code."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from ddpadvisor.cli import main as cli_main
+from ddpadvisor.errors import InputError
+from ddpadvisor.scan import scan_file
+from tests.conftest import REPO
+from tests.scan_support import FIXTURES
+
+
+def _bench():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("scan_speed", REPO / "bench" / "scan_speed.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ddpadvisor", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"DDPADVISOR_NO_USER_KB": "1", "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+
+
+def error_of(path: Path) -> InputError:
+    with pytest.raises(InputError) as info:
+        scan_file(path)
+    return info.value
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    err = error_of(tmp_path / "nope.py")
+    assert err.file is not None and err.file.endswith("nope.py")
+    assert "no such file" in err.message
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    err = error_of(tmp_path)
+    assert "directory" in err.message
+
+
+def test_syntax_error_names_file_line_and_parser_message(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_text("import torch\n\nfor epoch in range(3)\n    pass\n")
+    err = error_of(path)
+    assert err.line == 3
+    assert "syntax error" in err.message and "expected ':'" in err.message
+
+
+def test_not_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_bytes(b"import torch\nx = 1\n# caf\xe9 \xff\xfe\n")
+    err = error_of(path)
+    assert err.line == 3
+    assert "utf-8" in err.message.lower()
+
+
+def test_declared_latin1_encoding_is_honoured(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\nimport torch\n")
+    assert scan_file(path).findings == []
+
+
+def test_binary_file(tmp_path: Path) -> None:
+    path = tmp_path / "model.pt"
+    path.write_bytes(b"PK\x03\x04\x00\x00\x00\x00" * 100)
+    with pytest.raises(InputError):
+        scan_file(path)
+
+
+def test_empty_file_is_a_result_not_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_text("")
+    result = scan_file(path)
+    assert result.findings == []
+    assert any("no backward()" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (None, "is a directory"),
+        (b"def f(:\n", "syntax error"),
+        (b"\xff\xfe\x00bad", "utf-8"),
+    ],
+)
+def test_cli_prints_one_line_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes | None, needle: str
+) -> None:
+    target = tmp_path / "train.py"
+    if content is None:
+        target.mkdir()
+    else:
+        target.write_bytes(content)
+    assert cli_main(["--json", "--script", str(target)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err
+    assert "train.py" in lines[0] and needle in lines[0].lower()
+
+
+def test_real_cli_process_reports_syntax_error_without_traceback(tmp_path: Path) -> None:
+    target = tmp_path / "train.py"
+    target.write_text("import torch\nwhile True print(1)\n")
+    proc = run_cli("--json", "--script", str(target))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "train.py:2: syntax error" in proc.stderr
+
+
+def test_ten_thousand_lines_scan_to_a_result(tmp_path: Path) -> None:
+    path = tmp_path / "huge_train.py"
+    path.write_text(_bench().generate(10_000))
+    assert path.read_text().count("\n") >= 10_000
+    result = scan_file(path)
+    facts = {f.fact: f.value for f in result.findings}
+    # The training loop sits at the very end of the file: the scan reached it.
+    assert facts["grad_accum_steps"] == 4
+    assert facts["uses_no_sync"] is True
+    assert facts["final_micro_step_synced"] is True
+    assert not any("stopped early" in w for w in result.warnings)
+
+
+def test_scanned_script_is_never_executed(tmp_path: Path) -> None:
+    """Scanning must not import the script or the sibling modules it imports."""
+    marker = tmp_path / "EXECUTED"
+    sibling_marker = tmp_path / "SIBLING_EXECUTED"
+    (tmp_path / "helpers.py").write_text(
+        f"from pathlib import Path\nPath({str(sibling_marker)!r}).write_text('x')\n"
+        "def build():\n    return None\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        f"Path({str(marker)!r}).write_text('x')\n"
+        "import helpers\n"
+        "import torch\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "model = DDP(helpers.build())\n"
+        "raise SystemExit('the scanner ran me')\n"
+    )
+    result = scan_file(script)
+    assert not marker.exists()
+    assert not sibling_marker.exists()
+    assert result.framework is None
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert cli_main(["--json", "--script", str(script)]) == 0
+    assert not marker.exists() and not sibling_marker.exists()
+    assert json.loads(buf.getvalue())["schema_version"]
+
+
+def test_scan_does_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from ddpadvisor.scan import scan_file\n"
+        f"scan_file({str(FIXTURES / 'healthy_full.py')!r})\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "assert 'transformers' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_sibling_module_with_syntax_error_is_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text("class Net(:\n")
+    script = tmp_path / "train.py"
+    script.write_text("from model import Net\nimport torch\nnet = Net()\n")
+    result = scan_file(script)
+    assert any("model.py:1" in w and "not scanned" in w for w in result.warnings)
