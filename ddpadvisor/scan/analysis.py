@@ -278,30 +278,30 @@ class Analysis:
                 tail=tail,
             )
         loops = [c for c in shared if isinstance(c, LoopCtx)]
-        loop = loops[-1] if loops else None
+        step_loop = loops[-1] if loops else None
         conds = [c for c in s_rest if isinstance(c, CondCtx)]
         for cond in conds:
             mod = _find_mod(cond.test)
             if mod is None:
                 continue
-            k_node = mod.right
-            k: int | None = None
-            if isinstance(k_node, ast.Constant) and isinstance(k_node.value, int):
-                k = k_node.value
+            mod_node = mod.right
+            mod_k: int | None = None
+            if isinstance(mod_node, ast.Constant) and isinstance(mod_node.value, int):
+                mod_k = mod_node.value
             names = free_names(mod.left)
             index = next(iter(names)) if len(names) == 1 else None
             return Accum(
                 "modulo",
-                k=k,
-                k_node=None if k is not None else k_node,
+                k=mod_k,
+                k_node=None if mod_k is not None else mod_node,
                 k_where=f"{cond.file}:{cond.line}",
-                micro_loop=loop,
+                micro_loop=step_loop,
                 boundary=cond,
                 index_var=index,
                 step=s,
                 backward=b,
             )
-        if loop is None:
+        if step_loop is None:
             return Accum("unknown", step=s, backward=b, reason="backward() is not inside a loop")
         if any(isinstance(c, LoopCtx) for c in s_rest):
             return Accum(
@@ -314,15 +314,15 @@ class Analysis:
                 or "skip" in text(c.test).lower()
                 for c in conds
             ):
-                return Accum("none", k=1, micro_loop=loop, step=s, backward=b)
+                return Accum("none", k=1, micro_loop=step_loop, step=s, backward=b)
             return Accum(
                 "unknown",
                 step=s,
                 backward=b,
-                micro_loop=loop,
+                micro_loop=step_loop,
                 reason="optimizer.step() runs under a condition the scanner cannot read",
             )
-        return Accum("none", k=1, micro_loop=loop, step=s, backward=b, k_where=s.where)
+        return Accum("none", k=1, micro_loop=step_loop, step=s, backward=b, k_where=s.where)
 
     def _tail(self, loop: LoopCtx, step: Event) -> Event | None:
         """A backward after the micro-batch loop and before the optimizer step."""
@@ -488,7 +488,9 @@ def _substitute(node: ast.expr, pattern: ast.expr | None, k: int) -> ast.expr:
 
     import copy
 
-    return Sub().visit(copy.deepcopy(node))  # type: ignore[no-any-return]
+    out = Sub().visit(copy.deepcopy(node))
+    assert isinstance(out, ast.expr)
+    return out
 
 
 _EVAL_CACHE: dict[tuple[int, str | None, int, int, int], tuple[ast.expr, bool | None]] = {}

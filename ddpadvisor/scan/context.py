@@ -78,7 +78,7 @@ class Event:
     target: str | None = None  # assignments: the target's source text
     attr: str | None = None  # assignments to an attribute: its name
     value: Val | None = None  # assignments: the value
-    value_node: ast.AST | None = None
+    value_node: ast.expr | None = None
     op: str | None = None  # augassign: "div", "mul", "add", …
 
     @property

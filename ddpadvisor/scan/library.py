@@ -412,11 +412,11 @@ def symbol_call(w: Walker, ev: Event, canon: str, frame: Frame, ctx: Ctx) -> Val
     # -- models
     if n == "from_pretrained":
         parts = canon.split(".")
-        cls = parts[-2] if len(parts) >= 2 else ""
-        if any(s in cls for s in ("Tokenizer", "Processor", "Config", "FeatureExtractor")):
-            return Val(kind="tokenizer" if "Tokenizer" in cls else None)
+        hf_cls = parts[-2] if len(parts) >= 2 else ""
+        if any(s in hf_cls for s in ("Tokenizer", "Processor", "Config", "FeatureExtractor")):
+            return Val(kind="tokenizer" if "Tokenizer" in hf_cls else None)
         obj = w.new_obj(V.MODEL, node, frame, canon=canon, kwargs=dict(ev.kwargs), args=list(args))
-        obj.extra["hf_class"] = cls
+        obj.extra["hf_class"] = hf_cls
         dtype = ev.kwargs.get("torch_dtype") or ev.kwargs.get("dtype")
         if dtype is not None:
             obj.extra["load_dtype"] = (

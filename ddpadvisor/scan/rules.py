@@ -268,9 +268,9 @@ class Rules:
             return
         sampler = loader.kwargs.get("sampler")
         batch_sampler = loader.kwargs.get("batch_sampler")
-        for s in (sampler, batch_sampler):
-            if s is not None and s.kind == V.DSAMPLER:
-                so = self.obj(s)
+        for smp in (sampler, batch_sampler):
+            if smp is not None and smp.kind == V.DSAMPLER:
+                so = self.obj(smp)
                 self.emit(
                     fact,
                     True,
@@ -697,7 +697,8 @@ class Rules:
             [
                 f
                 for f in a.train_forwards
-                if any(t in ("route:ddp", "route:fsdp") for t in f.result.taint)
+                if f.result is not None
+                and any(t in ("route:ddp", "route:fsdp") for t in f.result.taint)
             ]
             if a.train_forwards
             else []
@@ -1909,7 +1910,8 @@ class Rules:
         acc = a.accum
         s = steps[0]
         if acc.step is not None:
-            s = max(steps, key=lambda e: (len(common_prefix(e.ctx, acc.step.ctx)), -e.seq))
+            step_ctx = acc.step.ctx
+            s = max(steps, key=lambda e: (len(common_prefix(e.ctx, step_ctx)), -e.seq))
         sched = self.obj(s.recv)
         name = apis.last(sched.canon) if sched else ""
         if acc.style == "framework":
@@ -2112,7 +2114,7 @@ class Rules:
             self.emit("loss_reduction", "mean", "", "HF models return a mean loss")
         b = a.main_backward
         loss = a.loss_of(b) if b is not None else None
-        if loss is not None and not self.hf and V.FWD in loss.taint:
+        if b is not None and loss is not None and not self.hf and V.FWD in loss.taint:
             if V.SUM_RED in loss.taint:
                 self.emit(
                     "loss_reduction",
@@ -2156,7 +2158,7 @@ class Rules:
                     "average_tokens_across_devices=True",
                 )
             return
-        if loss is None or V.FWD not in loss.taint:
+        if b is None or loss is None or V.FWD not in loss.taint:
             return
         if V.NORM_GLOBAL in loss.taint:
             self.emit(
@@ -2332,8 +2334,8 @@ class Rules:
         if loader is None or a.main_backward is None:
             return
         ds = self.obj(loader.kwargs.get("dataset"))
-        info = self._class_of(ds)
-        if ds is not None and (apis.last(ds.canon) == "TensorDataset" or info is not None):
+        ds_info = self._class_of(ds)
+        if ds is not None and (apis.last(ds.canon) == "TensorDataset" or ds_info is not None):
             self.emit(
                 "uses_random_augmentation", False, ds.where, "dataset draws no random augmentation"
             )

@@ -55,32 +55,32 @@ def build_index(tree: ast.Module) -> Index:
     while stack:
         node, funcs, cls = stack.pop()
         kind = type(node)
-        if kind is ast.Call:
-            index.calls.append((node, dotted(node.func), cls))  # type: ignore[arg-type]
-        elif kind is ast.keyword:
-            index.keywords.append(node)  # type: ignore[arg-type]
-        elif kind is ast.Attribute:
-            index.attrs.append(node)  # type: ignore[arg-type]
-            if node.attr in _INTERESTING_ATTRS:  # type: ignore[attr-defined]
+        if isinstance(node, ast.Call):
+            index.calls.append((node, dotted(node.func), cls))
+        elif isinstance(node, ast.keyword):
+            index.keywords.append(node)
+        elif isinstance(node, ast.Attribute):
+            index.attrs.append(node)
+            if node.attr in _INTERESTING_ATTRS:
                 index.interesting_funcs.update(id(f) for f in funcs)
-        elif kind is ast.Name:
-            if node.id in _INTERESTING_NAMES:  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Name):
+            if node.id in _INTERESTING_NAMES:
                 index.interesting_funcs.update(id(f) for f in funcs)
-        elif kind is ast.Constant:
-            if isinstance(node.value, str) and len(node.value) < 40:  # type: ignore[attr-defined]
-                index.strings.append(node)  # type: ignore[arg-type]
-        elif kind is ast.UnaryOp:
-            operand = node.operand  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Constant):
+            if isinstance(node.value, str) and len(node.value) < 40:
+                index.strings.append(node)
+        elif isinstance(node, ast.UnaryOp):
+            operand = node.operand
             if (
                 isinstance(node.op, ast.USub)
                 and isinstance(operand, ast.Constant)
                 and operand.value == 100
-            ):  # type: ignore[attr-defined]
-                index.neg100.append(node)  # type: ignore[arg-type]
+            ):
+                index.neg100.append(node)
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
             funcs = (*funcs, node)
-        elif kind is ast.ClassDef:
-            cls = node  # type: ignore[assignment]
+        elif isinstance(node, ast.ClassDef):
+            cls = node
         for name in node._fields:
             value = getattr(node, name, None)
             if isinstance(value, list):

@@ -110,7 +110,7 @@ class ClassInfo:
         return out
 
     def external_bases(self) -> list[str]:
-        out = []
+        out: list[str] = []
         for cls in self.mro():
             out.extend(b.canon or "" for b in cls.bases if b.kind != "class")
         return out
@@ -1018,17 +1018,17 @@ class Walker:
                 return replace(picked, taint=yes.taint | no.taint)
             return merge(yes, no)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            items = []
+            items: list[Val] = []
             for e in node.elts:
                 if isinstance(e, ast.Starred):
                     inner = self.eval(e.value, frame, ctx)
                     items.extend(inner.items or (inner.plain(),))
                 else:
                     items.append(self.eval(e, frame, ctx))
-            const: Any = NO_CONST
+            tconst: Any = NO_CONST
             if all(i.known for i in items):
-                const = tuple(i.const for i in items)
-            return Val(items=tuple(items), const=const, taint=merge(*items).taint)
+                tconst = tuple(i.const for i in items)
+            return Val(items=tuple(items), const=tconst, taint=merge(*items).taint)
         if isinstance(node, ast.Dict):
             pairs: list[tuple[str, Val]] = []
             for k, v in zip(node.keys, node.values):
@@ -1242,15 +1242,15 @@ class Walker:
                     # is which model (and whether reached around DDP), not which layer.
                     return Val(kind=kind, ref=base.ref)
                 return got
-            info = obj.extra.get("class")
-            if isinstance(info, ClassInfo):
-                found = info.find_method(name)
+            cinfo = obj.extra.get("class")
+            if isinstance(cinfo, ClassInfo):
+                found = cinfo.find_method(name)
                 if found is not None:
                     ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
                     return Val(
-                        kind="method", const=ref, items=(base,), canon=f"local:{info.name}.{name}"
+                        kind="method", const=ref, items=(base,), canon=f"local:{cinfo.name}.{name}"
                     )
-                attr = info.find_attr(name)
+                attr = cinfo.find_attr(name)
                 if attr is not None:
                     return attr
             if kind == V.ARGS:
@@ -1298,9 +1298,9 @@ class Walker:
         if kind == V.LOADER and name == "dataset" and obj is not None:
             return obj.kwargs.get("dataset", obj.args[0] if obj.args else UNKNOWN)
         if base.mapping is not None:
-            got = base.get(name)
-            if got is not None:
-                return got
+            mapped = base.get(name)
+            if mapped is not None:
+                return mapped
         if name in _MAIN_PROCESS_NAMES or name in _RANK_NAMES:
             return Val(taint=base.taint | {V.RANK})
         if name in _WORLD_NAMES:
