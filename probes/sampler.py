@@ -288,6 +288,8 @@ def init_distributed(backend: str, timeout: float) -> types.SimpleNamespace:
             raise RuntimeError("under srun, export MASTER_ADDR=<first node> (and MASTER_PORT)")
         env.update(RANK=env["SLURM_PROCID"], WORLD_SIZE=env["SLURM_NTASKS"])
         env.setdefault("LOCAL_RANK", env.get("SLURM_LOCALID", "0"))
+        if env.get("SLURM_NTASKS_PER_NODE", "").isdigit():
+            env.setdefault("LOCAL_WORLD_SIZE", env["SLURM_NTASKS_PER_NODE"])
         env.setdefault("MASTER_PORT", "29500")
     elif "RANK" not in env:  # plain `python probe.py`
         env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
@@ -301,6 +303,9 @@ def init_distributed(backend: str, timeout: float) -> types.SimpleNamespace:
     device = torch.device("cpu")
     kwargs: dict[str, Any] = {"timeout": datetime.timedelta(seconds=timeout)}
     if backend == "nccl":
+        if not torch.cuda.is_available() or torch.cuda.device_count() <= local_rank:
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            raise RuntimeError(f"nccl needs a GPU for local rank {local_rank}; {count} visible")
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         env.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")  # a timeout raises instead of aborting

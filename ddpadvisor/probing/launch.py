@@ -145,9 +145,12 @@ def _results(out: Path, probe: str) -> dict[int, dict[str, Any]]:
     return found
 
 
+KNOWN_PROBES = ("env", "collective", "seeds", "sampler", "checksums", "scaler")
+
+
 def clear_previous(out: Path, probes: list[str]) -> None:
     """Remove what an earlier run left in OUT, so stale files never pass for new results."""
-    for sub in ["status", *probes]:
+    for sub in ["status", *KNOWN_PROBES, *probes]:
         folder = out / sub
         if folder.is_dir():
             for path in folder.glob("rank*.json*"):
@@ -164,7 +167,7 @@ def clear_previous(out: Path, probes: list[str]) -> None:
 def _marked_pids(marker: str) -> list[int]:
     """Processes whose environment carries this run's marker (Linux /proc; [] elsewhere)."""
     needle = f"{RUN_MARKER_ENV}={marker}".encode()
-    pids = []
+    pids: list[int] = []
     proc = Path("/proc")
     if not proc.is_dir():
         return pids
@@ -269,8 +272,8 @@ def classify(
         root = (first, -1)
     exit_codes = dict(failures)
     barrier_missing: set[int] = set()
-    for status in statuses.values():
-        m = _BARRIER_MISSING.search(str(status.get("error") or ""))
+    for recorded in statuses.values():
+        m = _BARRIER_MISSING.search(str(recorded.get("error") or ""))
         if m:
             barrier_missing |= {int(x) for x in re.findall(r"\d+", m.group(1))}
     log_timeouts = {int(r) for r in _RANK_LOG_TIMEOUT.findall(log)}
@@ -278,7 +281,7 @@ def classify(
     outcomes: dict[int, RankOutcome] = {}
     ranks = range(world_size) if expect_all else sorted(statuses)
     for rank in ranks:
-        status = statuses.get(rank)
+        status: dict[str, Any] | None = statuses.get(rank)
         probe = status.get("probe") if status else None
         where = f" in probe {probe}" if probe else " before the first probe"
         if status is None:
@@ -447,6 +450,8 @@ def launch(spec: LaunchSpec, progress: TextIO | None = sys.stderr) -> LaunchResu
         named = "; ".join(f"rank {o.rank} {o.detail}" for o in culprits) or (
             f"torchrun exited with {_exit_words(rc or 0)}; see {log_path}"
         )
+        if any(o.kind == "missing" for o in culprits):
+            named += f" (see {log_path})"
         message = f"probe run failed: {named}"
     else:
         message = f"finished in {seconds:.1f} s"
