@@ -835,6 +835,7 @@ class _Context:
 
     def data(self) -> None:
         self._batches()
+        self._tokens()
         self._samplers()
 
     def _batches(self) -> None:
@@ -873,6 +874,30 @@ class _Context:
                 False,
                 detail=f"no shared batch in {compared} steps",
             )
+
+    def _tokens(self) -> None:
+        """Largest over smallest per-rank target-token count, per step (labels != -100)."""
+        if len(self.ranks) < 2:
+            return
+        ratios = []
+        for s in self.common_steps:
+            counts = [sum(t.steps[s].get("tok") or []) for t in self.ranks]
+            if all(isinstance(c, (int, float)) for c in counts) and all(
+                t.steps[s].get("tok") for t in self.ranks
+            ):
+                ratios.append((max(counts) / max(min(counts), 1), s))
+        if len(ratios) < 3:
+            return
+        ordered = sorted(r for r, _ in ratios)
+        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        worst, at = max(ratios)
+        self.add(
+            "token_count_imbalance",
+            p90,
+            where=f"step {at}" if worst > 1 else None,
+            detail=f"per-rank target tokens differ up to {_fmt(worst)}x (step {at}); "
+            f"90th percentile {_fmt(p90)}x over {len(ratios)} steps",
+        )
 
     def _samplers(self) -> None:
         per_rank: dict[int, list[Record]] = {}

@@ -101,6 +101,10 @@ def _counters(p: dict[str, object]) -> tuple[object, ...]:
     return (p.get("step"), p.get("fwd"), p.get("bwd"), p.get("buckets"), p.get("phase"))
 
 
+def _started(p: dict[str, object]) -> bool:
+    return any(int(str(p.get(k) or 0)) > 0 for k in ("fwd", "bwd", "step"))
+
+
 def _pump(stream: IO[bytes], log: IO[bytes], echo: IO[bytes] | None) -> None:
     for line in iter(stream.readline, b""):
         log.write(line)
@@ -175,11 +179,15 @@ def run_traced(
             if timeout and now - start > timeout:
                 timed_out = True
                 break
-            seen = {rank: _counters(p) for rank, p in _progress(out).items()}
-            if seen != last_seen:
+            progress = _progress(out)
+            seen = {rank: _counters(p) for rank, p in progress.items()}
+            # Loading a model or data can take minutes without a step: the stall clock runs
+            # only once every rank has started training (done a forward).
+            training = len(progress) >= nproc and all(_started(p) for p in progress.values())
+            if seen != last_seen or not training:
                 last_seen = seen
                 last_change = now
-            elif stall and seen and now - last_change > stall:
+            elif stall and now - last_change > stall:
                 stalled = True
                 break
         if stalled or timed_out:

@@ -712,7 +712,7 @@ class Agent:
         else:
             self.record(rec)
         if self.should_check(self.step):
-            self.check(opt, final=False)
+            self.safe("check", self.check, opt, False)
         if self.since_flush >= DEVICE_FLUSH_EVERY:
             self.since_flush = 0
             self.writer.flush()
@@ -817,12 +817,12 @@ class Agent:
 
     def gather(self, rec: dict[str, Any], summary: list[Any]) -> None:
         """One small all_gather of per-category sums, on the agent's own group."""
-        mine = torch.stack(summary).reshape(-1)
-        device = mine.device
-        backend = torch.distributed.get_backend(self.pg)
-        if backend == "nccl" and device.type != "cuda":
+        devices = [t.device for t in summary if t.device.type != "cpu"]
+        device = devices[0] if devices else torch.device("cpu")
+        backend = str(torch.distributed.get_backend(self.pg))
+        if "nccl" in backend and device.type != "cuda":
             device = torch.device("cuda", torch.cuda.current_device())
-        mine = mine.to(device)
+        mine = torch.stack([t.to(device) for t in summary]).reshape(-1)
         out = [torch.empty_like(mine) for _ in range(self.world)]
         torch.distributed.all_gather(out, mine, group=self.pg)
         if self.rank == 0:
@@ -851,8 +851,8 @@ class Agent:
         self.record({"k": "final", "why": reason, "s": self.step})
 
     def stop_at_max_steps(self, opt: Any) -> None:
-        self.final_check("max_steps")
-        self.finish("max_steps")
+        self.safe("final", self.final_check, "max_steps")
+        self.safe("end", self.finish, "max_steps")
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -1338,8 +1338,11 @@ def _record_clip(a: Agent, norm: Any) -> None:
             if not getattr(scaler, "_enabled", False):
                 continue
             states = getattr(scaler, "_per_optimizer_states", {})
-            stage = states.get(id(opt), {}).get("stage") if opt is not None else None
-            if stage is None or getattr(stage, "name", str(stage)) == "READY":
+            if opt is not None and id(opt) in states:
+                stages = [states[id(opt)].get("stage")]
+            else:  # before the first optimizer step the agent does not know the optimizer yet
+                stages = [st.get("stage") for st in list(states.values())]
+            if not any(getattr(st, "name", str(st)) == "UNSCALED" for st in stages):
                 before_unscale = True
     w.clips.append(
         {
