@@ -1,0 +1,139 @@
+"""The fault zoo: trace every script once, check what the trace measured and how it ranks.
+
+tests/zoo/manifest.yaml maps each script to its injected cause (null for controls) and to the
+facts the trace must measure. Three layers of checks, from the trace's own job to the KB's:
+
+1. every run finishes and measures the listed facts (the agent and reader are right);
+2. acceptance: the injected cause is ranked first for >= 90 % of faulty scripts and in the top
+   3 for all; on controls no fault ranks above the catch-all;
+3. the fix loop: the repaired twin (tests/zoo/fixed/) no longer ranks that cause first.
+
+A table of the rankings is printed (pytest -s). Failures of 2 and 3 list the facts each case
+produced, so KB calibration can be told from measurement.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ddpadvisor.engine.model import CATCH_ALL
+from ddpadvisor.evidence.trace_reader import read_trace
+from ddpadvisor.tracing.launch import run_traced
+
+ZOO = Path(__file__).resolve().parent / "zoo"
+MANIFEST = yaml.safe_load((ZOO / "manifest.yaml").read_text())["cases"]
+FAULTY = sorted(n for n, c in MANIFEST.items() if c["cause"])
+CONTROLS = sorted(n for n, c in MANIFEST.items() if not c["cause"])
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory, engine) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
+    """Trace each script and its fixed twin once, two launches at a time; diagnose each."""
+    root = tmp_path_factory.mktemp("zoo")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
+    jobs = [(name, ZOO / name, root / name) for name in MANIFEST]
+    jobs += [(f"fixed/{n}", ZOO / "fixed" / n, root / f"fixed-{n}") for n in FAULTY]
+
+    def trace(job: tuple[str, Path, Path]) -> tuple[str, dict[str, Any]]:
+        name, script, out = job
+        result = run_traced(
+            [str(script)], out, nproc=2, echo=False, stall=120, timeout=600, env=env
+        )
+        got = read_trace(engine.kb, out)
+        diagnosis = engine.diagnose(got.observations, warnings=got.warnings)
+        return name, {
+            "result": result,
+            "facts": {o.fact: o for o in got.observations},
+            "ranking": [c.id for c in diagnosis.causes],
+            "scores": {c.id: c.score for c in diagnosis.causes},
+            "out": out,
+        }
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(trace, jobs))
+
+
+def _rank(entry: dict[str, Any], cause: str) -> int | None:
+    ranking = entry["ranking"]
+    return ranking.index(cause) + 1 if cause in ranking else None
+
+
+def _facts_line(entry: dict[str, Any]) -> str:
+    shown = []
+    for fact, obs in sorted(entry["facts"].items()):
+        value = str(obs.value).lower() if isinstance(obs.value, bool) else obs.value
+        shown.append(f"{fact}={value}")
+    return ", ".join(shown)
+
+
+def _table(zoo: dict[str, dict[str, Any]]) -> str:
+    lines = [f"{'script':32} {'expected cause':40} {'rank':>4}  top 3"]
+    for name in FAULTY + CONTROLS:
+        entry = zoo[name]
+        cause = MANIFEST[name]["cause"] or CATCH_ALL
+        top = ", ".join(f"{c} {entry['scores'][c]:.2f}" for c in entry["ranking"][:3])
+        lines.append(f"{name:32} {cause:40} {_rank(entry, cause) or '-':>4}  {top}")
+    return "\n".join(lines)
+
+
+def test_every_zoo_run_finishes(zoo):  # type: ignore[no-untyped-def]
+    bad = {n: e["result"].failure for n, e in zoo.items() if e["result"].status != "ok"}
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_trace_measures_the_listed_facts(zoo, name):  # type: ignore[no-untyped-def]
+    entry = zoo[name]
+    wrong = []
+    for fact, want in MANIFEST[name].get("facts", {}).items():
+        obs = entry["facts"].get(fact)
+        got = None if obs is None else obs.value
+        ok = got is not None and (got >= want["min"] if isinstance(want, dict) else got == want)
+        if not ok:
+            wrong.append(f"{fact}: want {want}, measured {got}")
+    assert not wrong, f"{name}: " + "; ".join(wrong) + f"\n  all facts: {_facts_line(entry)}"
+
+
+def test_zoo_ranking_meets_the_acceptance_bar(zoo):  # type: ignore[no-untyped-def]
+    print("\n" + _table(zoo))
+    ranks = {n: _rank(zoo[n], MANIFEST[n]["cause"]) for n in FAULTY}
+    first = [n for n, r in ranks.items() if r == 1]
+    problems = []
+    share = len(first) / len(FAULTY)
+    if share < 0.9:
+        problems.append(f"injected cause first in {len(first)}/{len(FAULTY)} ({share:.0%} < 90 %)")
+    for n, r in sorted(ranks.items()):
+        if r is None or r > 3:
+            problems.append(f"{n}: {MANIFEST[n]['cause']} ranked {r}")
+    for n in CONTROLS:
+        top = zoo[n]["ranking"][0]
+        if top != CATCH_ALL:
+            problems.append(f"control {n}: {top} ranked above the catch-all")
+    if problems:
+        detail = []
+        for n in [*FAULTY, *CONTROLS]:
+            r = ranks.get(n)
+            if (n in ranks and r != 1) or (n in CONTROLS and zoo[n]["ranking"][0] != CATCH_ALL):
+                detail.append(
+                    f"  {n} (rank {r}, top {zoo[n]['ranking'][:3]}): {_facts_line(zoo[n])}"
+                )
+        pytest.fail("\n".join(problems) + "\nfacts of the cases that missed:\n" + "\n".join(detail))
+
+
+@pytest.mark.parametrize("name", FAULTY)
+def test_fixed_script_no_longer_ranks_the_cause_first(zoo, name):  # type: ignore[no-untyped-def]
+    cause = MANIFEST[name]["cause"]
+    entry = zoo[f"fixed/{name}"]
+    assert entry["result"].status == "ok", entry["result"].failure
+    assert entry["ranking"][0] != cause, (
+        f"fixed/{name} still ranks {cause} first ({entry['scores'][cause]:.2f}); "
+        f"facts: {_facts_line(entry)}"
+    )
