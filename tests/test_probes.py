@@ -401,6 +401,7 @@ def test_reader_rejects_a_folder_without_results(engine: Any, tmp_path: Path) ->
         (["probe", "--model", "no_colon"], "--model expects MODULE:FACTORY"),
         (["probe", "--ddp-kwargs", "{oops"], "--ddp-kwargs is not JSON"),
         (["probe", "--timeout", "0"], "--timeout must be positive"),
+        (["probe", "--nnodes", "2"], "needs --rdzv-endpoint"),
     ],
 )
 def test_probe_rejects_bad_arguments_in_one_line(

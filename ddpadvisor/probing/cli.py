@@ -159,6 +159,8 @@ def main(argv: list[str]) -> int:
     nproc = args.nproc or (gpus if gpus and args.backend != "gloo" else 2)
     if nproc < 1 or args.nnodes < 1:
         raise InputError("--nproc and --nnodes must be at least 1", "--nproc")
+    if args.nnodes > 1 and not args.rdzv_endpoint:
+        raise InputError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT", "--nnodes")
     collective = args.collective_timeout or min(60.0, max(args.timeout / 2, 1.0))
     spec = LaunchSpec(
         probes=names,
