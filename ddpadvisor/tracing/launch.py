@@ -274,11 +274,13 @@ def classify(
     if stalled or timed_out:
         hung = _hung_ranks(out, progress)
         what = f"no progress for {stall:g} s" if stalled else "the time limit was reached"
+        where = [f"rank {r} at {at}" for r in hung if (at := _stack_top(out, r))]
         result.status = "failed"
         result.failure = Failure(
             "hung" if stalled else "timeout",
             hung,
-            f"{what}; rank(s) {', '.join(map(str, hung)) or '?'} stopped first",
+            f"{what}; rank(s) {', '.join(map(str, hung)) or '?'} stopped first"
+            + (f" ({'; '.join(where)})" if where else ""),
         )
         return result
     if returncode == 0:
@@ -288,40 +290,43 @@ def classify(
                 "no rank wrote a trace: does the script call torch.distributed.init_process_group?"
             )
         return result
-    crashed = [
-        (rank, rec)
-        for rank, recs in sorted(records.items())
-        for rec in recs
-        if rec.get("k") == "exception"
-    ]
-    if crashed:
-        # The first exception is the cause; later ones are peers losing their connection.
-        crashed.sort(key=lambda item: float(item[1].get("wall") or 0.0))
-        rank, rec = crashed[0]
-        result.status = "failed"
+    text = ""
+    with contextlib.suppress(OSError):
+        text = (out / "torchrun.log").read_text(errors="replace")
+    root = _ROOT.search(text)
+    exceptions = {
+        rank: rec for rank, recs in records.items() for rec in recs if rec.get("k") == "exception"
+    }
+    finished = len(records) >= nproc and all(_finished(r) for r in records.values())
+    if finished and not exceptions:
+        # Every rank had finished its work: a crash in interpreter teardown (a known gloo
+        # quirk when a DDP model outlives destroy_process_group) loses nothing.
+        who = f"rank {root.group(1)}" if root else "a rank"
+        result.warnings.append(
+            f"{who} exited with code {root.group(2) if root else returncode} after "
+            "finishing its work (teardown crash); the trace is complete"
+        )
+        return result
+    result.status = "failed"
+    # torchrun names the first rank that failed; without its report, the earliest exception.
+    # Exceptions on the other ranks are usually peers losing their connection to it.
+    if root:
+        rank, code = int(root.group(1)), int(root.group(2))
+    elif exceptions:
+        rank = min(exceptions, key=lambda r: float(exceptions[r].get("wall") or 0.0))
+        code = 1
+    else:
+        rank = None
+        code = returncode or 1
+    if rank is not None and rank in exceptions:
+        rec = exceptions[rank]
         result.failure = Failure(
             "crashed",
             [rank],
             f"rank {rank} raised {rec.get('type')}: {rec.get('msg')} at {rec.get('where')} "
             f"(step {rec.get('s')})",
         )
-        return result
-    text = ""
-    with contextlib.suppress(OSError):
-        text = (out / "torchrun.log").read_text(errors="replace")
-    root = _ROOT.search(text)
-    if records and len(records) >= nproc and all(_finished(r) for r in records.values()):
-        # Every rank had finished its work: a crash in interpreter teardown (a known gloo
-        # quirk when a DDP model outlives destroy_process_group) loses nothing.
-        who = f"rank {root.group(1)}" if root else "a rank"
-        result.warnings.append(
-            f"{who} exited with code {root.group(2) if root else returncode} after finishing "
-            "its work (teardown crash); the trace is complete"
-        )
-        return result
-    result.status = "failed"
-    if root:
-        rank, code = int(root.group(1)), int(root.group(2))
+    elif rank is not None:
         step = _last_step(records.get(rank, []))
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         result.failure = Failure(
@@ -344,6 +349,24 @@ def _last_step(records: list[dict[str, object]]) -> object:
 
 
 _WAITING = ("torch/distributed", "torch/autograd", "torch/nn/parallel", "ddpadvisor_trace_agent")
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def _stack_top(out: Path, rank: int) -> str | None:
+    """Innermost frame of the rank's main thread outside the agent, from its SIGUSR1 dump."""
+    try:
+        text = (out / f"rank{rank}.stack").read_text(errors="replace")
+    except OSError:
+        return None
+    blocks = [b for b in text.split("\n\n") if b.startswith("Current thread")]
+    if not blocks:
+        return None
+    for path, line, func in _FRAME.findall(blocks[-1]):
+        if "ddpadvisor_trace_agent" not in path:
+            return f"{Path(path).name}:{line} in {func}"
+    return None
 
 
 def _hung_ranks(out: Path, progress: dict[int, dict[str, object]]) -> list[int]:

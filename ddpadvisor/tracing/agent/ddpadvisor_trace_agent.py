@@ -1614,7 +1614,9 @@ def _patch_excepthook() -> None:
         a = _agent
         if a is not None and a.active and a.writer.mine:
             frames = traceback.extract_tb(tb)
-            user = [f for f in frames if "site-packages" not in f.filename] or frames
+            user = [
+                f for f in frames if "site-packages" not in f.filename and f.filename != __file__
+            ] or frames
             where = f"{user[-1].filename}:{user[-1].lineno}" if user else None
             a.safe(
                 "end",
