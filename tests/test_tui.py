@@ -445,3 +445,43 @@ def test_trace_plots_redraw_on_resize(tmp_path: Path) -> None:
         assert app.screen.query_one("#plot-scale", RankPlot).by_rank  # GradScaler scale
 
     with_app(body, session=session, size=WIDE)
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_cli_opens_the_tui_on_the_given_evidence(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ddpadvisor.cli import main
+
+    answers = tmp_path / "answers.yaml"
+    answers.write_text("single_gpu_converges: true\n")
+    opened: list[DDPAdvisorApp] = []
+
+    def fake_run(self: DDPAdvisorApp, *args: Any, **kwargs: Any) -> None:
+        opened.append(self)
+
+    monkeypatch.setattr(DDPAdvisorApp, "run", fake_run)
+    assert main(["--answers", str(answers), "--set", "loss_pattern=spikes", "--gpu", "no"]) == 0
+    (app,) = opened
+    assert not app.show_start  # evidence was given: straight to the questions
+    assert app.session.gpu_available is False
+    facts = {f.fact: (f.source, f.where) for f in app.session.current.facts}
+    assert facts == {
+        "single_gpu_converges": ("answer", "answers.yaml:1"),
+        "loss_pattern": ("set", "--set"),
+    }
+    assert main([]) == 0 and opened[-1].show_start  # nothing given: the start screen
+
+
+def test_cli_bad_evidence_fails_before_the_tui_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from ddpadvisor.cli import main
+
+    monkeypatch.setattr(DDPAdvisorApp, "run", lambda self, *a, **k: pytest.fail("UI started"))
+    assert main(["--answers", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ddpadvisor: error: ") and err.count("\n") == 1
+    assert "missing.yaml" in err

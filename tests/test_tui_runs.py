@@ -69,6 +69,21 @@ def test_trace_rows_summarise_each_rank(tmp_path: Path) -> None:
 # -- probe result table ---------------------------------------------------------------------------
 
 
+def test_probe_rows_one_line_per_rank_and_probe(tmp_path: Path) -> None:
+    """The layout of `ddpadvisor probe --out`: <probe>/rank<R>.json with status and summary."""
+    for rank, status in ((0, "ok"), (1, "failed")):
+        folder = tmp_path / "sampler"
+        folder.mkdir(exist_ok=True)
+        record = {"probe": "sampler", "rank": rank, "status": status, "summary": f"r{rank}"}
+        (folder / f"rank{rank}.json").write_text(json.dumps(record))
+    (tmp_path / "run.json").write_text(json.dumps({"probes": ["sampler"], "world_size": 2}))
+    rows = probe_rows(tmp_path)
+    assert [(r.rank, r.item, r.value, r.ok) for r in rows] == [
+        ("0", "sampler", "r0", True),
+        ("1", "sampler", "r1", False),
+    ]
+
+
 def test_probe_rows_read_any_per_rank_json(tmp_path: Path) -> None:
     (tmp_path / "sampler").mkdir()
     (tmp_path / "sampler" / "rank0.json").write_text(
@@ -129,14 +144,15 @@ def test_runner_reports_progress_and_exit_code(tmp_path: Path) -> None:
     ok = SubprocessRunner(
         make_command=stand_in(
             """
+            print("ddpadvisor probe: env, seeds on 2 rank(s)", flush=True)
             for name in ("env", "seeds"):
-                print(f"probe {name}: done", flush=True)
+                print(f"  {name:<10} 0.03 s  fine", flush=True)
             """
         )
     )
     request = RunRequest("probe", probes=("env", "seeds"), out_dir=tmp_path / "a")
     outcome = asyncio.run(ok(request, kb, seen.append))
-    assert [s.done for s in seen] == [0, 1, 2] and seen[-1].total == 2
+    assert [s.done for s in seen] == [0, 0, 1, 2] and seen[-1].total == 2
     assert not outcome.failed and outcome.message == "probe finished (exit 0)"
 
     bad = SubprocessRunner(make_command=stand_in("import sys; print('rank 1 hung'); sys.exit(3)"))
@@ -192,3 +208,43 @@ def test_cancel_kills_the_whole_process_group(tmp_path: Path) -> None:
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in pids)
+
+
+@pytest.mark.slow
+def test_real_probe_run_from_the_tui(tmp_path: Path, engine) -> None:  # type: ignore[no-untyped-def]
+    """`ddpadvisor probe` on 2 gloo ranks, started from the TUI: progress, table, evidence."""
+    from textual.widgets import DataTable
+
+    from ddpadvisor.tui.app import create_app
+    from ddpadvisor.tui.messages import RunFinished, RunProgressed
+    from ddpadvisor.tui.session import Session
+
+    runner = SubprocessRunner(base_dir=tmp_path)
+    app = create_app(session=Session(engine), probe_runner=runner, show_start=False)
+    seen: list[object] = []
+
+    async def go() -> None:
+        async with app.run_test(size=(80, 24), message_hook=seen.append) as pilot:
+            await pilot.pause()
+            app.start_probes(("env", "sampler"))
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            finished = [m for m in seen if isinstance(m, RunFinished)]
+            assert finished and not finished[0].outcome.failed, finished
+            assert any(isinstance(m, RunProgressed) and m.progress.done == 2 for m in seen)
+            table = app.screen.query_one("#run-table", DataTable)
+            assert table.row_count == 4  # two probes on two ranks
+            facts = {f.fact: f for f in app.session.current.facts}
+            assert facts["torch_version"].source == "probe"
+
+    asyncio.run(go())
+    assert (tmp_path / "ddpadvisor-runs" / "probe-1" / "sampler").is_dir()
+
+
+def test_plot_legend_says_when_ranks_coincide() -> None:
+    from ddpadvisor.tui.widgets.rank_plot import legend
+
+    same = [(1, 0.5), (2, 0.4)]
+    assert "identical on every rank" in legend({0: same, 1: list(same)}).plain
+    assert "identical" not in legend({0: same, 1: [(1, 0.5), (2, 0.9)]}).plain

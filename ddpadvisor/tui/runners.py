@@ -130,7 +130,7 @@ class SubprocessRunner:
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # its own group, so cancel can kill torchrun's children too
         )
-        done = 0
+        finished: set[str] = set()
         tail: list[str] = []
         try:
             assert proc.stdout is not None
@@ -139,9 +139,10 @@ class SubprocessRunner:
                 if not line:
                     continue
                 tail = [*tail[-4:], line]
-                if request.probes and any(p in line for p in request.probes):
-                    done = min(done + 1, total or done + 1)
-                progress(RunProgress(done, total, line))
+                m = _PROBE_DONE.match(line)
+                if m:
+                    finished.add(m.group(1))
+                progress(RunProgress(len(finished), total, line))
             rc = await proc.wait()
         except asyncio.CancelledError:
             await self._kill(proc)
@@ -187,18 +188,22 @@ def read_results(kb: KnowledgeBase, kind: RunKind, out_dir: Path) -> Gathered:
     return read_trace(kb, out_dir)
 
 
+# `ddpadvisor probe` prints one indented line per finished probe: "  sampler   0.03 s  …".
+_PROBE_DONE = re.compile(r"^\s+([a-z][a-z0-9_]*)\s+[0-9.]+ s\b")
+
 # -- per-rank tables ---------------------------------------------------------------------------
-# The probe result format belongs to ddpadvisor.probing; this reads it defensively and shows the
-# scalar fields each rank reported, so the table survives format changes.
+# The probe result format belongs to ddpadvisor.probing: <out>/<probe>/rank<R>.json with the
+# probe's status and a one-line summary. Files of another shape are read defensively: their
+# scalar fields are listed, so the table survives a format change.
 
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
 
 
-def _rank_of(data: dict[str, object], path: Path) -> str:
-    if isinstance(data.get("rank"), int):
+def _rank_of(data: dict[str, object], path: Path) -> str | None:
+    if isinstance(data.get("rank"), int) and not isinstance(data.get("rank"), bool):
         return str(data["rank"])
     m = _RANK_IN_NAME.search(path.stem)
-    return m.group(1) if m else "?"
+    return m.group(1) if m else None  # not a per-rank file (e.g. the run's own record)
 
 
 def _scalars(data: object, prefix: str = "", depth: int = 0) -> list[tuple[str, object]]:
@@ -214,9 +219,12 @@ def _scalars(data: object, prefix: str = "", depth: int = 0) -> list[tuple[str, 
 
 
 def probe_rows(out_dir: Path | None, limit: int = 200) -> list[RankRow]:
+    """One row per rank and probe; other per-rank files (liveness status, unknown formats)
+    only when no probe result is there, as their scalar fields."""
     if out_dir is None or not out_dir.is_dir():
         return []
-    rows: list[RankRow] = []
+    results: list[RankRow] = []
+    other: list[RankRow] = []
     for path in sorted(out_dir.rglob("*.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -225,15 +233,19 @@ def probe_rows(out_dir: Path | None, limit: int = 200) -> list[RankRow]:
         if not isinstance(data, dict):
             continue
         rank = _rank_of(data, path)
+        if rank is None:
+            continue
+        if isinstance(data.get("probe"), str) and isinstance(data.get("status"), str):
+            text = str(data.get("summary") or data.get("error") or data["status"])
+            results.append(RankRow(rank, data["probe"], text[:120], data["status"] == "ok"))
+            continue
         for name, value in _scalars(data):
-            if name in ("rank", "world_size"):
+            if name in ("rank", "world_size") or len(other) >= limit:
                 continue
             text = str(value).lower() if isinstance(value, bool) else str(value)
             ok = value if isinstance(value, bool) and _is_check(name) else None
-            rows.append(RankRow(rank, name, text[:60], ok))
-            if len(rows) >= limit:
-                return rows
-    return rows
+            other.append(RankRow(rank, name, text[:60], ok))
+    return results[:limit] or other
 
 
 def _is_check(name: str) -> bool:

@@ -57,6 +57,10 @@ def legend(by_rank: dict[int, Points]) -> Content:
     for i, rank in enumerate(sorted(by_rank)):
         parts.append((f" {MARKERS[i % len(MARKERS)]} ", RANK_STYLES[i % len(RANK_STYLES)]))
         parts.append(f"rank {rank} ")
+    series = list(by_rank.values())
+    if len(series) > 1 and all(s == series[0] for s in series):
+        # The last rank is drawn over the others; say so, or the plot looks like one rank.
+        parts.append((" (identical on every rank)", "$text-muted"))
     return Content.assemble(*parts)
 
 
