@@ -137,3 +137,15 @@ def test_fixed_script_no_longer_ranks_the_cause_first(zoo, name):  # type: ignor
         f"fixed/{name} still ranks {cause} first ({entry['scores'][cause]:.2f}); "
         f"facts: {_facts_line(entry)}"
     )
+
+
+def test_verify_option_is_the_fix_loop_check(zoo, engine, capsys):  # type: ignore[no-untyped-def]
+    from ddpadvisor.tracing.cli import _verify
+
+    name = "no_sampler_mlp.py"
+    cause = MANIFEST[name]["cause"]
+    assert _verify(engine, zoo[name]["out"], cause) == 1
+    assert _verify(engine, zoo[f"fixed/{name}"]["out"], cause) == 0
+    err = capsys.readouterr().err
+    assert f"verify: FAILED: {cause} is still ranked first" in err
+    assert f"verify: ok: {cause} is ranked" in err
