@@ -74,10 +74,11 @@ def _step(record: dict[str, object]) -> int | None:
 
 
 def _lookup(record: dict[str, object], keys: tuple[str, ...]) -> float | None:
-    places = [record, *(record[n] for n in _NESTED if isinstance(record.get(n), dict))]
+    places: list[dict[str, object]] = [record]
+    places += [v for v in (record.get(n) for n in _NESTED) if isinstance(v, dict)]
     for place in places:
         for key in keys:
-            value = _number(place.get(key))  # type: ignore[union-attr]
+            value = _number(place.get(key))
             if value is not None:
                 return value
     return None
