@@ -587,6 +587,26 @@ class _Context:
             else:
                 self.add("final_micro_step_synced", True)
         self.add("uses_no_sync", nosync_forward)
+        self._norm_ratio()
+        hooks = [
+            r.get("comm_hook") or "a built-in hook"
+            for r in self._cfg()
+            if r.get("comm_hook") or r.get("builtin_comm_hook")
+        ]
+        by_hand = sum(int(r.get("bigred") or 0) for r in self.r0.steps.values())
+        if hooks:
+            self.add(
+                "uses_comm_hook", True, detail=f"DDP communication hook registered: {hooks[0]}"
+            )
+        elif by_hand:
+            self.add(
+                "uses_comm_hook",
+                True,
+                detail=f"{by_hand} large all_reduce calls inside training steps on top of DDP's own "
+                "(gradients reduced by hand?)",
+            )
+        elif total:
+            self.add("uses_comm_hook", False)
         if bypass:
             rank, step, _ = bypass[0]
             self.add(
@@ -598,6 +618,28 @@ class _Context:
             )
         elif total:
             self.add("forward_bypasses_ddp", False)
+
+    def _norm_ratio(self) -> None:
+        """Post-sync norm over the mean of the ranks' pre-sync norms (<= 1 for an average)."""
+        ratios = []
+        for s in self.common_steps:
+            recs = [t.steps[s] for t in self.ranks]
+            pre = [r.get("pre") for r in recs]
+            post = recs[0].get("post")
+            if not all(_finite(p) and p > 0 for p in pre) or not _finite(post):
+                continue
+            ratios.append((post / statistics.fmean(pre), s))
+        if len(ratios) < 3:
+            return
+        value = statistics.median(r for r, _ in ratios)
+        detail = f"median over {len(ratios)} steps"
+        if value >= 1.1:
+            worst, at = max(ratios)
+            detail = (
+                f"the all-reduced gradient norm is {_fmt(value)}x the ranks' mean local norm "
+                f"(up to {_fmt(worst)}x at step {at}): gradients are summed, not averaged"
+            )
+        self.add("synced_grad_norm_ratio", value, detail=detail)
 
     # -- accumulation, loss scaling, zero_grad -------------------------------------------------
     def accumulation(self) -> None:

@@ -350,6 +350,7 @@ class Window:
         self.scaled = False
         self.loss_reads = 0
         self.reductions = 0
+        self.big_reductions = 0
         self.rng: list[list[Any]] = []
         self.batch: int | None = None
 
@@ -700,6 +701,8 @@ class Agent:
             rec["lread"] = w.loss_reads
         if w.reductions:
             rec["red"] = w.reductions
+        if w.big_reductions:
+            rec["bigred"] = w.big_reductions
         if w.rng:
             rec["rng"] = w.rng
         if w.batch is not None:
@@ -1091,6 +1094,8 @@ def _patch_distributed() -> None:
                         t = args[1]
                     if isinstance(t, torch.Tensor) and t.numel() <= SMALL_COLLECTIVE:
                         a.window.reductions += 1
+                    elif isinstance(t, torch.Tensor) and kind == "all_reduce" and a.ddps:
+                        a.window.big_reductions += 1  # e.g. gradients all-reduced by hand
                 return orig(*args, **kwargs)
 
             return collective
@@ -1121,6 +1126,8 @@ def _patch_ddp() -> None:
                 info = a.ddp_info.get(id(self))
                 if info is not None:
                     info["hooked"] = True
+                name = getattr(hook, "__qualname__", type(hook).__name__)
+                a.safe("comm", a.cfg, "comm_hook", {"k": "cfg", "comm_hook": name})
                 hook = _observing_hook(hook)
             return orig(self, state, hook)
 
