@@ -39,8 +39,8 @@ VIEWS = ("ranking", "why", "advice", "history")
 class DiagnoseScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "choose(1)", "Answer", key_display="1-9"),
-        *(Binding(str(n), f"choose({n})", show=False) for n in range(2, 10)),
-        Binding("0", "choose(0)", show=False),
+        *(Binding(str(n), f"choose({n})", f"Answer {n}", show=False) for n in range(2, 10)),
+        Binding("0", "choose(0)", "Don't know", show=False),
         Binding("d", "dont_know", "Unknown"),
         Binding("s", "skip", "Skip"),
         Binding("b", "back", "Back"),

@@ -49,7 +49,10 @@ class EvidenceResult:
 class EvidenceScreen(ModalScreen[EvidenceResult | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "pick(1)", "Choose", key_display="1-7"),
-        *(Binding(str(n), f"pick({n})", show=False) for n in range(2, len(CHOICES) + 1)),
+        *(
+            Binding(str(n), f"pick({n})", f"Choose {n}", show=False)
+            for n in range(2, len(CHOICES) + 1)
+        ),
         Binding("escape", "close", "Close"),
     ]
 
