@@ -18,6 +18,10 @@ from ddpadvisor.errors import InputError
 
 # Far above any real training script; protects the scanner from being fed a data file.
 MAX_BYTES = 20 * 1024 * 1024
+# A training script imports a handful of local modules (model.py, data.py, utils.py); a script
+# that sits inside a big package would otherwise pull in the whole package.
+MAX_SIBLINGS = 16
+MAX_SIBLING_BYTES = 1536 * 1024
 
 
 def dotted(node: ast.AST) -> str:
@@ -119,6 +123,7 @@ class SourceSet:
     modules: dict[str, Module] = field(default_factory=dict)
     missing: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    sibling_bytes: int = 0
 
     def resolve(self, dotted: str) -> Module | None:
         """A sibling module for ``import dotted`` (``pkg/mod.py`` or ``pkg/mod/__init__.py``)."""
@@ -134,6 +139,17 @@ class SourceSet:
         for candidate in candidates:
             if candidate.is_file():
                 label = candidate.relative_to(self.root).as_posix()
+                size = candidate.stat().st_size
+                if (
+                    len(self.modules) >= MAX_SIBLINGS
+                    or self.sibling_bytes + size > MAX_SIBLING_BYTES
+                ):
+                    self.warnings.append(
+                        f"{label}: not scanned (more local modules than a training script "
+                        f"imports; read the first {len(self.modules)})"
+                    )
+                    break
+                self.sibling_bytes += size
                 try:
                     tree, text = parse_file(candidate, label)
                 except InputError as exc:

@@ -20,6 +20,7 @@ class _NoConst:
 
 
 NO_CONST: Any = _NoConst()
+_PLAIN = (int, float, str, bool, bytes, complex, tuple, type(None))
 
 # Taint labels.
 RANK = "rank"
@@ -96,7 +97,8 @@ class Val:
 
     @property
     def known(self) -> bool:
-        return self.const is not NO_CONST
+        """A plain Python constant is known (functions and classes also ride in ``const``)."""
+        return isinstance(self.const, _PLAIN)
 
     def with_taint(self, *labels: str) -> Val:
         return replace(self, taint=self.taint | frozenset(labels))

@@ -68,7 +68,7 @@ _MAIN_PROCESS_NAMES = {
 }
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ModuleScope:
     module: Module
     globals: dict[str, Val] = field(default_factory=dict)
@@ -76,7 +76,7 @@ class ModuleScope:
     walked: bool = False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class FuncRef:
     node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
     scope: ModuleScope
@@ -88,7 +88,7 @@ class FuncRef:
         return getattr(self.node, "name", "<lambda>")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ClassInfo:
     node: ast.ClassDef
     scope: ModuleScope
@@ -143,7 +143,7 @@ class ClassInfo:
         return V.INSTANCE
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Frame:
     scope: ModuleScope
     locals: dict[str, Val]
@@ -1500,7 +1500,11 @@ def union(vals: list[Val]) -> Val:
     with_kind = [v for v in real if v.kind is not None]
     if with_kind:
         return replace(with_kind[0], taint=taint)
-    consts = {repr(v.const) for v in real}
-    if len(consts) == 1 and first.known:
+    plain = (int, float, str, bool, type(None))
+    if (
+        first.known
+        and isinstance(first.const, plain)
+        and all(v.known and isinstance(v.const, plain) and v.const == first.const for v in real)
+    ):
         return replace(first, taint=taint)
     return Val(taint=taint, ops=first.ops)
