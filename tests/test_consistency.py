@@ -39,3 +39,13 @@ def test_readme_rule_example_validates_and_passes(tmp_path: Path) -> None:
             text=True,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_verify_checker_reads_option_values_as_values() -> None:
+    assert (
+        check.verify_command_problem("ddpadvisor probe checksums --nproc 2 --backend gloo") is None
+    )
+    assert "unknown probe" in (check.verify_command_problem("ddpadvisor probe chksum") or "")
+    assert "unknown ddpadvisor subcommand" in (
+        check.verify_command_problem("ddpadvisor frob") or ""
+    )

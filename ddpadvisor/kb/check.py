@@ -154,12 +154,27 @@ def verify_command_problem(command: str) -> str | None:
         rest = [w for w in seg[1:] if not w.startswith("-")]
         if rest and rest[0] in SUBCOMMANDS:
             if rest[0] == "probe":
-                for name in rest[1:]:
+                for name in _positionals(seg[seg.index("probe") + 1 :]):
                     if name not in PROBES and "/" not in name:
                         return f"unknown probe {name!r} (probes: {', '.join(sorted(PROBES))})"
         elif rest and not any(w.startswith("--") for w in seg[1:]):
             return f"unknown ddpadvisor subcommand {rest[0]!r}"
     return None
+
+
+def _positionals(words: list[str]) -> list[str]:
+    """Words that are neither options nor option values (``--nproc 2`` takes its value)."""
+    out, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+        elif w == "--":
+            break
+        elif w.startswith("-"):
+            skip = "=" not in w
+        else:
+            out.append(w)
+    return out
 
 
 def seed_paragraphs(seeds_dir: Path) -> dict[str, int]:
