@@ -16,6 +16,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Analysis, eval_at, recv_text, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx, common_prefix
+from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
 from ddpadvisor.scan.walker import ClassInfo, FuncRef, WalkResult
 
@@ -884,6 +885,11 @@ class Rules:
             load = o.extra.get("load_dtype")
             if load and load[0] in ("fp16", "bf16"):
                 casts.append((load[0], load[1].where))
+        for e in a.calls():
+            if apis.last(e.name) == "set_default_dtype" and e.args:
+                dtype = apis.dtype_of(e.args[0].canon)
+                if dtype is not None:
+                    casts.insert(0, (dtype, e.where))  # applies to every model built after it
         low = [(d, w) for d, w in casts if d in ("fp16", "bf16")]
         if low and casts[-1][0] in ("fp16", "bf16") and not uses_lora:
             d, where = low[-1]
@@ -956,6 +962,18 @@ class Rules:
             )
             self._scaler(value)
             return
+        decorated = self._autocast_decorator()
+        if decorated is not None:
+            dtype, where = decorated
+            if dtype in ("fp16", "bf16"):
+                value = f"{dtype}_amp"
+                self.emit(
+                    "precision", value, where, f"model forward decorated with autocast ({dtype})"
+                )
+                self._scaler(value)
+            else:
+                self.warn(f"{where}: forward decorated with autocast of unknown dtype")
+            return
         self.emit(
             "precision",
             "fp32",
@@ -963,6 +981,35 @@ class Rules:
             "no autocast and no half-precision cast around the forward",
         )
         self._scaler("fp32")
+
+    def _autocast_decorator(self) -> tuple[str | None, str] | None:
+        """``@torch.autocast(...)`` on the forward of a model class built in the script."""
+        for o in self.a.objs(V.MODEL):
+            info = self._class_of(o)
+            found = info.find_method("forward") if info is not None else None
+            if found is None:
+                continue
+            owner, fn = found
+            for deco in fn.decorator_list:
+                call = deco if isinstance(deco, ast.Call) else None
+                name = dotted(call.func if call is not None else deco)
+                if apis.last(name) != "autocast":
+                    continue
+                dtype: str | None = "fp16" if "cuda" in name else "bf16" if "cpu" in name else None
+                if call is not None:
+                    for kw in call.keywords:
+                        if kw.arg == "dtype":
+                            dtype = apis.dtype_of(dotted(kw.value))
+                        if (
+                            kw.arg == "device_type"
+                            and isinstance(kw.value, ast.Constant)
+                            and dtype is None
+                        ):
+                            dtype = {"cuda": "fp16", "cpu": "bf16"}.get(str(kw.value.value))
+                    if call.args and isinstance(call.args[0], ast.Constant) and dtype is None:
+                        dtype = {"cuda": "fp16", "cpu": "bf16"}.get(str(call.args[0].value))
+                return dtype, f"{owner.scope.module.label}:{deco.lineno}"
+        return None
 
     def _scaler(self, precision: str | None, framework: str | None = None) -> None:
         if framework is not None:
