@@ -68,6 +68,9 @@ class Rules:
 
     # ------------------------------------------------------------------ plumbing
     def emit(self, fact: str, value: Value, where: str, detail: str) -> None:
+        if not where and self.hf:
+            tr = self.trainer()
+            where = tr.where if tr is not None else ""
         self.findings.append(Finding(fact, value, where or self.label, detail))
 
     def warn(self, message: str) -> None:
@@ -156,7 +159,7 @@ class Rules:
         if name in args.kwargs:
             return args.kwargs[name], args.where
         if args.extra.get("from_cli"):
-            return Val(taint=frozenset({"cli"})), args.where
+            return None, args.where  # set on the command line: library defaults are guesses
         return Val(const=None, taint=frozenset({"default"})), args.where
 
     def training_loader(self) -> Obj | None:
