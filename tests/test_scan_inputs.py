@@ -185,3 +185,13 @@ def test_sibling_module_with_syntax_error_is_a_warning(tmp_path: Path) -> None:
     script.write_text("from model import Net\nimport torch\nnet = Net()\n")
     result = scan_file(script)
     assert any("model.py:1" in w and "not scanned" in w for w in result.warnings)
+
+
+def test_cli_defaults_become_hints_not_facts() -> None:
+    """A scanned fact outranks --set, so a mere argparse default must not become one."""
+    result = scan_file(FIXTURES / "cli_defaults.py")
+    assert result.value("grad_accum_steps") is None
+    assert any("--set grad_accum_steps=4" in w for w in result.warnings)
+    assert any("--set uses_torch_compile=false" in w for w in result.warnings)
+    # The structure does not depend on the defaults and is still reported.
+    assert result.value("loss_divided_by_accum") is True

@@ -17,7 +17,7 @@ from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import CondCtx, Ctx, Event, LoopCtx, WithCtx, common_prefix, ctx_after
 from ddpadvisor.scan.evaluate import Undecidable, evaluate, free_names
 from ddpadvisor.scan.values import Obj, Val
-from ddpadvisor.scan.walker import WalkResult
+from ddpadvisor.scan.walker import WalkResult, is_cli_default
 
 PROBE_K = (2, 3, 4, 5)  # accumulation counts tried when the real one is not known
 
@@ -295,6 +295,7 @@ class Analysis:
                 k=mod_k,
                 k_node=None if mod_k is not None else mod_node,
                 k_where=f"{cond.file}:{cond.line}",
+                k_default=is_cli_default(mod_node),
                 micro_loop=step_loop,
                 boundary=cond,
                 index_var=index,

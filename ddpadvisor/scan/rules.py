@@ -22,6 +22,11 @@ from ddpadvisor.scan.walker import ClassInfo, FuncRef, WalkResult
 
 Value = bool | int | float | str
 
+# A value known only as a command-line default (``parser.add_argument("--accum", default=4)``)
+# is not reported as a fact: scanned facts outrank the user's own answers and --set, so a
+# run launched with other flags could never be corrected. Flip to report defaults anyway.
+CLI_DEFAULTS_ARE_FACTS = False
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -72,6 +77,18 @@ class Rules:
             tr = self.trainer()
             where = tr.where if tr is not None else ""
         self.findings.append(Finding(fact, value, where or self.label, detail))
+
+    def cli_default(self, fact: str, value: Value, where: str) -> None:
+        """A value that is only a command-line default stays unknown: a scanned fact beats
+        the user's own answer, so a guess here could not be corrected."""
+        shown = str(value).lower() if isinstance(value, bool) else value
+        if CLI_DEFAULTS_ARE_FACTS:
+            self.emit(fact, value, where, f"{fact}={shown} (command-line default)")
+            return
+        self.warn(
+            f"{where}: {fact} is {shown} only by command-line default; "
+            f"if the run used that, pass --set {fact}={shown}"
+        )
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -157,7 +174,10 @@ class Rules:
         if args is None:
             return None, ""
         if name in args.kwargs:
-            return args.kwargs[name], args.where
+            val = args.kwargs[name]
+            if V.ARGDEFAULT in val.taint or V.UNBOUND in val.taint:
+                return None, args.where  # the script passes its own command-line value
+            return val, args.where
         if args.extra.get("from_cli"):
             return None, args.where  # set on the command line: library defaults are guesses
         return Val(const=None, taint=frozenset({"default"})), args.where
@@ -519,14 +539,15 @@ class Rules:
                 acc.step.where if acc.step else b.where,
                 "optimizer.step() after every backward (no accumulation)",
             )
+        elif acc.k is not None and acc.k_default:
+            self.cli_default("grad_accum_steps", acc.k, acc.k_where)
         elif acc.k is not None:
             how = "inner micro-batch loop" if acc.style == "inner" else "step counter modulo"
-            dflt = " (command-line default)" if acc.k_default else ""
             self.emit(
                 "grad_accum_steps",
                 acc.k,
                 acc.k_where,
-                f"{acc.k} micro-batches per optimizer step ({how}{dflt})",
+                f"{acc.k} micro-batches per optimizer step ({how})",
             )
         else:
             self.warn(f"{acc.k_where}: gradient accumulation found but its count is not a constant")
@@ -1027,9 +1048,11 @@ class Rules:
         if scalers:
             s = scalers[0]
             enabled = s.kwargs.get("enabled")
-            if enabled is None or (enabled.known and enabled.const is True):
+            if enabled is not None and enabled.known and V.ARGDEFAULT in enabled.taint:
+                self.cli_default("uses_grad_scaler", bool(enabled.const), s.where)
+            elif enabled is None or (enabled.known and enabled.const is True):
                 self.emit("uses_grad_scaler", True, s.where, "GradScaler created")
-            elif enabled.known and enabled.const is False and V.ARGDEFAULT not in enabled.taint:
+            elif enabled.known and enabled.const is False:
                 self.emit("uses_grad_scaler", False, s.where, "GradScaler(enabled=False)")
             else:
                 self.warn(
@@ -1091,13 +1114,8 @@ class Rules:
             return
         clip = clips[0]
         for c in clip.conds():
-            if c.const is False or (c.const is not None and bool(c.const) != c.branch):
-                self.emit(
-                    "uses_grad_clipping",
-                    False,
-                    clip.where,
-                    f"clipping only when {text(c.test)} (off by default)",
-                )
+            if c.const is not None:  # a command-line switch: only its default is known
+                self.cli_default("uses_grad_clipping", bool(c.const) == c.branch, clip.where)
                 return
             if c.const is None and not _is_rank_cond(c) and not self._structural(c):
                 self.warn(f"{clip.where}: clipping runs only when {text(c.test)}; not decided")
@@ -1216,13 +1234,8 @@ class Rules:
             return
         c = compiles[0]
         for cond in c.conds():
-            if cond.const is not None and bool(cond.const) != cond.branch:
-                self.emit(
-                    fact,
-                    False,
-                    c.where,
-                    f"torch.compile only when {text(cond.test)} (off by default)",
-                )
+            if cond.const is not None:  # a command-line switch: only its default is known
+                self.cli_default(fact, bool(cond.const) == cond.branch, c.where)
                 return
             if cond.const is None and not _is_rank_cond(cond):
                 self.warn(f"{c.where}: torch.compile only when {text(cond.test)}; not decided")
@@ -1715,7 +1728,6 @@ class Rules:
         return opts[0] if len(opts) == 1 else None
 
     def lr_scaling(self) -> None:
-        fact = "lr_scaling"
         if self.hf:
             val, where = self.hf_arg("learning_rate")
             if val is not None:
@@ -1738,8 +1750,6 @@ class Rules:
                 self._lr_value(g.value, g.where, "learning rate set per step")
                 return
         if lr is None:
-            if opt.extra.get("family") in ("adam", "sgd") or opt.canon.startswith("torch.optim"):
-                self.emit(fact, "none", opt.where, "optimizer uses its default learning rate")
             return
         self._lr_value(lr, opt.where, "optimizer learning rate")
 
@@ -1756,8 +1766,8 @@ class Rules:
             )
         elif V.UNBOUND in lr.taint:
             self.warn(f"{where}: learning rate comes from a parameter; scaling not decided")
-        elif lr.known or V.ARGDEFAULT in lr.taint or "default" in lr.taint or "cli" in lr.taint:
-            self.emit(fact, "none", where, f"{what} does not depend on the world size")
+        # A learning rate that does not depend on the world size says nothing about how it
+        # was changed by hand for the multi-GPU run, so "none" is never read from code.
 
     def schedule(self) -> None:
         if self.hf:
@@ -1801,7 +1811,9 @@ class Rules:
                 pos = 2 if n == "get_scheduler" else 1
                 w = s.kwargs.get("num_warmup_steps") or (s.args[pos] if len(s.args) > pos else None)
                 k = _num(w)
-                if k is not None:
+                if k is not None and w is not None and V.ARGDEFAULT in w.taint:
+                    self.cli_default("warmup_steps", int(k), s.where)
+                elif k is not None:
                     self.emit("warmup_steps", int(k), s.where, f"{n}(num_warmup_steps={int(k)})")
                 elif w is None and n == "get_scheduler":
                     self.emit("warmup_steps", 0, s.where, "get_scheduler without warmup")
@@ -2013,7 +2025,9 @@ class Rules:
                 f"{s.where}: scheduler stepped on every micro-batch; accumulation count unknown"
             )
             return
-        if ratio > 1.05:
+        if ratio > 1.05 and acc.k_default:
+            self.cli_default("scheduler_steps_per_optimizer_step", float(acc.k or ratio), s.where)
+        elif ratio > 1.05:
             self.emit(
                 "scheduler_steps_per_optimizer_step",
                 float(acc.k or ratio),
@@ -2089,6 +2103,9 @@ class Rules:
             return
         if betas.items is not None and len(betas.items) == 2:
             b2 = _num(betas.items[1])
+            if b2 is not None and V.ARGDEFAULT in betas.items[1].taint:
+                self.cli_default("adam_beta2", b2, opt.where)
+                return
             if b2 is not None:
                 self.emit("adam_beta2", b2, opt.where, f"beta2={b2}")
                 return
@@ -2118,7 +2135,9 @@ class Rules:
                 self.emit("per_gpu_batch_size", 1, loader.where, "DataLoader default batch_size=1")
             return
         n = _num(bs)
-        if n is not None and V.WORLD not in bs.taint:
+        if n is not None and V.ARGDEFAULT in bs.taint:
+            self.cli_default("per_gpu_batch_size", int(n), loader.where)
+        elif n is not None and V.WORLD not in bs.taint:
             self.emit(
                 "per_gpu_batch_size",
                 int(n),

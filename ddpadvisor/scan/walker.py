@@ -203,6 +203,20 @@ _EXPANDABLE = (
 )
 
 
+def _constant(val: Val, where: ast.expr) -> ast.Constant:
+    """A known value as a literal; remembers when it is only a command-line default."""
+    node = ast.copy_location(ast.Constant(val.const), where)
+    if V.ARGDEFAULT in val.taint:
+        node.argdefault = True  # type: ignore[attr-defined]
+    return node
+
+
+def is_cli_default(node: ast.AST | None) -> bool:
+    return (
+        any(getattr(n, "argdefault", False) for n in ast.walk(node)) if node is not None else False
+    )
+
+
 def _simple_expr(expr: ast.expr, name: str, budget: int = 40) -> bool:
     """Worth remembering for condition expansion: small, and not referring to itself."""
     stack: list[ast.AST] = [expr]
@@ -354,7 +368,7 @@ class Walker:
         if isinstance(expr, ast.Name):
             val = self.lookup(expr.id, frame)
             if val.known and isinstance(val.const, (int, float, str, bool)):
-                return ast.copy_location(ast.Constant(val.const), expr)
+                return _constant(val, expr)
             if depth < 4:
                 sub = self.lookup_expr(expr.id, frame)
                 if sub is not None:
@@ -363,7 +377,7 @@ class Walker:
         if isinstance(expr, ast.Attribute):
             val = self.eval_pure(expr, frame)
             if val.known and isinstance(val.const, (int, float, str, bool)):
-                return ast.copy_location(ast.Constant(val.const), expr)
+                return _constant(val, expr)
             return expr
         if not isinstance(expr, _EXPANDABLE):
             return expr

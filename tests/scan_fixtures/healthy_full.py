@@ -6,7 +6,7 @@
 # scan-facts: precision=fp16_amp uses_grad_scaler=true unscale_before_clip=true uses_grad_clipping=true
 # scan-facts: clip_inside_no_sync=false uses_torch_compile=false uses_lora=false
 # scan-facts: module_created_after_wrap=false rank_conditional_state_change=false uses_fsdp_or_zero=false
-# scan-facts: has_batchnorm=false uses_syncbn=unknown broadcast_buffers_disabled=false lr_scaling=none
+# scan-facts: has_batchnorm=false uses_syncbn=unknown broadcast_buffers_disabled=false lr_scaling=unknown
 # scan-facts: warmup_steps=500 scheduler_steps_per_optimizer_step=1.0 optimizer_family=adam adam_beta2=0.95
 # scan-facts: per_gpu_batch_size=16 loss_reduction=mean variable_length_sequences=false
 # scan-facts: logs_rank0_only=false logged_loss_reduction_wrong=false uses_random_augmentation=false

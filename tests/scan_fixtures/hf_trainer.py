@@ -4,7 +4,7 @@
 # scan-facts: precision=fp16_amp uses_grad_scaler=true uses_grad_clipping=true warmup_steps=50
 # scan-facts: optimizer_family=adam adam_beta2=0.999 per_gpu_batch_size=2 uses_lora=true
 # scan-facts: module_created_after_wrap=false logs_rank0_only=false uses_fsdp_or_zero=false
-# scan-facts: lr_scaling=none scheduler_steps_per_optimizer_step=1.0 uses_torch_compile=false hand_written_loop=false
+# scan-facts: lr_scaling=unknown scheduler_steps_per_optimizer_step=1.0 uses_torch_compile=false hand_written_loop=false
 from datasets import load_dataset
 from peft import LoraConfig, get_peft_model
 from transformers import (

@@ -1,6 +1,6 @@
 """nanoGPT-style loop done right: the flag is set before the forward."""
 # scan-facts: grad_accum_steps=4 uses_no_sync=true final_micro_step_synced=true precision=bf16_amp
-# scan-facts: uses_grad_scaler=false warmup_steps=0 lr_scaling=none uses_torch_compile=false
+# scan-facts: uses_grad_scaler=false warmup_steps=0 lr_scaling=unknown uses_torch_compile=false
 import os
 
 import torch
