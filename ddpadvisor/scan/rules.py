@@ -478,6 +478,9 @@ class Rules:
     def accumulation(self) -> None:
         a = self.a
         acc = a.accum
+        if self.ds is not None:
+            self.warn(f"{self.ds.where}: DeepSpeed config decides gradient accumulation")
+            return
         if self.hf:
             val, where = self.hf_arg("gradient_accumulation_steps")
             k = _num(val)
@@ -899,8 +902,16 @@ class Rules:
         )
 
     # ------------------------------------------------------------------ precision
+    @property
+    def ds(self) -> Obj | None:
+        """The DeepSpeed engine, whose JSON config decides precision, accumulation, clipping."""
+        return next((o for o in self.a.ddps if o.extra.get("deepspeed")), None)
+
     def precision(self) -> None:
         a = self.a
+        if self.ds is not None:
+            self.warn(f"{self.ds.where}: DeepSpeed config decides precision and loss scaling")
+            return
         uses_lora = bool(self._lora_evidence())
         casts: list[tuple[str, str]] = []
         for o in a.objs(V.MODEL):
@@ -962,6 +973,7 @@ class Rules:
                 self.warn(
                     f"{accel.where}: mixed precision comes from the accelerate config; not decided"
                 )
+            return  # the accelerate config (or an unreadable flag) decides
         fwds = a.train_forwards
         if not fwds:
             return
@@ -1103,6 +1115,8 @@ class Rules:
             return
         clips = self._clip_events()
         step = a.main_step
+        if not clips and self.ds is not None:
+            return  # gradient_clipping lives in the DeepSpeed config
         if not clips:
             if a.main_backward is not None and step is not None:
                 self.emit(
@@ -1542,16 +1556,33 @@ class Rules:
             if val is not None and ("default" in val.taint or val.known):
                 self.emit(fact, False, where, "TrainingArguments without fsdp/deepspeed")
             return
-        hits = [
-            o
-            for o in a.objects.values()
-            if o.kind == V.FSDP or o.extra.get("deepspeed") or o.extra.get("zero")
-        ]
+        ds = self.ds
+        if ds is not None:
+            stage = self._zero_stage(ds)
+            if stage is None:
+                self.warn(
+                    f"{ds.where}: DeepSpeed ZeRO stage comes from its config file; not decided"
+                )
+            else:
+                self.emit(fact, stage > 0, ds.where, f"DeepSpeed ZeRO stage {stage}")
+            return
+        hits = [o for o in a.objects.values() if o.kind == V.FSDP or o.extra.get("zero")]
         if hits:
             o = hits[0]
             self.emit(fact, True, o.where, f"sharded training ({apis.last(o.canon)})")
         elif a.ddps:
             self.emit(fact, False, a.ddps[0].where, "plain DistributedDataParallel")
+
+    @staticmethod
+    def _zero_stage(ds: Obj) -> int | None:
+        config = ds.kwargs.get("config") or ds.kwargs.get("config_params")
+        zero = config.get("zero_optimization") if config is not None else None
+        stage = zero.get("stage") if zero is not None else None
+        if stage is not None and stage.known and isinstance(stage.const, int):
+            return stage.const
+        if config is not None and config.mapping is not None and zero is None:
+            return 0  # a literal config without zero_optimization
+        return None
 
     # ------------------------------------------------------------------ batchnorm
     def batchnorm(self) -> None:
@@ -1804,6 +1835,8 @@ class Rules:
     def _warmup(self) -> None:
         a = self.a
         scheds = a.objs(V.SCHEDULER)
+        if not scheds and self.ds is not None:
+            return  # a DeepSpeed config may define the scheduler
         for s in scheds:
             n = apis.last(s.canon)
             ev = a.by_seq.get(s.seq)
