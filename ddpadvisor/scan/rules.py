@@ -363,6 +363,13 @@ class Rules:
         if not self.a.distributed:
             return
         shuffle = _const(loader.kwargs.get("shuffle"))
+        if shuffle is not True and not self._map_style(dataset):
+            # An IterableDataset from code the scan cannot see may split itself by rank
+            # (shuffle=True would be an error for one, so that case is decided).
+            self.warn(
+                f"{loader.where}: dataset built elsewhere; whether it splits by rank is not decided"
+            )
+            return
         how = "DataLoader(shuffle=True)" if shuffle is True else "DataLoader"
         self.emit(
             fact,
@@ -370,6 +377,37 @@ class Rules:
             loader.where,
             f"{how} without a DistributedSampler: every rank reads the same batches ({loader.where})",
         )
+
+    def _map_style(self, dataset: Obj | None) -> bool:
+        """A dataset indexed by the DataLoader's sampler (not a self-iterating stream)."""
+        if dataset is None:
+            return False
+        info = self._class_of(dataset)
+        if info is not None:
+            return not any(apis.last(b) == "IterableDataset" for b in info.external_bases())
+        name = apis.last(dataset.canon)
+        return name in (
+            "TensorDataset",
+            "ImageFolder",
+            "DatasetFolder",
+            "Subset",
+            "ConcatDataset",
+            "load_dataset",
+            "load_from_disk",
+        ) or dataset.canon.startswith("torchvision.datasets")
+
+    def _opaque_touches(self, refs: set[int | None], loop: LoopCtx | None) -> list[Event]:
+        """Calls into code the scan cannot read that receive one of these objects."""
+        out = []
+        for e in self.a.calls():
+            if loop is not None and loop not in e.ctx:
+                continue
+            head = e.name.split(".")[0]
+            if not e.name or e.name.startswith(("local:", ".")) or head in _KNOWN_HEADS:
+                continue
+            if any(v.ref in refs for v in [*e.args, *e.kwargs.values()] if v.ref is not None):
+                out.append(e)
+        return out
 
     def sampler_seed(self) -> None:
         fact = "sampler_seed_rank_dependent"
@@ -441,6 +479,12 @@ class Rules:
                 self.warn(
                     f"{sampler.where}: the data is read for one epoch only; set_epoch not needed"
                 )
+            return
+        hidden = self._opaque_touches({sampler.ref, loader.ref if loader else None}, epoch_loop)
+        if hidden:
+            self.warn(
+                f"{hidden[0].where}: the sampler is handed to {hidden[0].name}(); set_epoch not decided"
+            )
             return
         if calls:
             self.emit(
@@ -1118,6 +1162,14 @@ class Rules:
         if not clips and self.ds is not None:
             return  # gradient_clipping lives in the DeepSpeed config
         if not clips:
+            opt = self._main_optimizer()
+            refs = {r for o in a.ddps for r in (o.ref, o.wraps)} | {opt.ref if opt else None}
+            hidden = self._opaque_touches(refs, a.step_loop)
+            if hidden:
+                self.warn(
+                    f"{hidden[0].where}: {hidden[0].name}() gets the model or optimizer; clipping not decided"
+                )
+                return
             if a.main_backward is not None and step is not None:
                 self.emit(
                     "uses_grad_clipping",
@@ -1926,6 +1978,8 @@ class Rules:
             self.emit("warmup_steps", 0, s.where, f"{apis.last(s.canon)} has no warmup")
         elif not scheds:
             opt = self._main_optimizer()
+            if opt is not None and self._opaque_touches({opt.ref}, None):
+                return  # code the scan cannot read gets the optimizer: it may set the lr
             if opt is not None and a.main_backward is not None:
                 self.emit("warmup_steps", 0, opt.where, "constant learning rate: no warmup")
 
@@ -2517,6 +2571,83 @@ def _call_site(ev: Event) -> str:
         if isinstance(c, FuncCtx) and c.self_kind in (V.MODEL, V.DDP_MODULE) and c.call_where:
             return c.call_where
     return ev.where
+
+
+# Import roots whose calls the scanner understands or that cannot touch training state.
+_KNOWN_HEADS = {
+    "torch",
+    "transformers",
+    "accelerate",
+    "peft",
+    "deepspeed",
+    "datasets",
+    "torchvision",
+    "timm",
+    "math",
+    "numpy",
+    "np",
+    "random",
+    "os",
+    "sys",
+    "time",
+    "logging",
+    "wandb",
+    "tqdm",
+    "trange",
+    "json",
+    "yaml",
+    "pickle",
+    "copy",
+    "functools",
+    "itertools",
+    "contextlib",
+    "print",
+    "len",
+    "range",
+    "enumerate",
+    "zip",
+    "iter",
+    "next",
+    "isinstance",
+    "getattr",
+    "setattr",
+    "hasattr",
+    "int",
+    "float",
+    "str",
+    "bool",
+    "list",
+    "dict",
+    "tuple",
+    "set",
+    "min",
+    "max",
+    "sum",
+    "abs",
+    "round",
+    "sorted",
+    "reversed",
+    "open",
+    "super",
+    "type",
+    "any",
+    "all",
+    "map",
+    "filter",
+    "format",
+    "repr",
+    "id",
+    "vars",
+    "callable",
+    "gc",
+    "argparse",
+    "pathlib",
+    "Path",
+    "shutil",
+    "warnings",
+    "dataclasses",
+    "collections",
+}
 
 
 def _exclusive(a: Event, b: Event) -> bool:
