@@ -458,6 +458,7 @@ class Walker:
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             self.walk_for(stmt, frame, ctx)
         elif isinstance(stmt, ast.While):
+            self._loop_carried(stmt, frame)
             self.eval(stmt.test, frame, ctx)
             loop = LoopCtx(stmt, label, stmt.lineno, UNKNOWN, is_while=True)
             self.walk_block(stmt.body, frame, (*ctx, loop))
@@ -533,7 +534,31 @@ class Walker:
                 out.add(V.RANK)
         return frozenset(out)
 
+    def _loop_carried(self, loop: ast.For | ast.AsyncFor | ast.While, frame: Frame) -> None:
+        """Names the loop body reassigns are not constants inside the loop (``step += 1``)."""
+        names: set[str] = set()
+        stack: list[ast.AST] = list(loop.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+            elif isinstance(node, ast.NamedExpr):
+                names.add(node.target.id)
+            stack.extend(ast.iter_child_nodes(node))
+        for name in names:
+            cur = frame.locals.get(name)
+            if cur is not None and cur.known:
+                frame.locals[name] = replace(cur, const=NO_CONST)
+                frame.exprs.pop(name, None)
+
     def walk_for(self, stmt: ast.For | ast.AsyncFor, frame: Frame, ctx: Ctx) -> None:
+        self._loop_carried(stmt, frame)
         it = self.eval(stmt.iter, frame, ctx)
         label = frame.scope.module.label
         count: Val | None = None
