@@ -63,6 +63,7 @@ CAUSE_FACTS: dict[str, list[tuple[str, Check]]] = {
     "torch-compile-ddp-interaction": [("uses_torch_compile", True)],
     "rank0-only-loss-logging": [("logs_rank0_only", True)],
     "metric-reduction-wrong": [("logged_loss_reduction_wrong", True)],
+    "custom-comm-hook-scaling": [("comm_hook_averages", False)],
 }
 
 

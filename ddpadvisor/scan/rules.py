@@ -1576,7 +1576,7 @@ class Rules:
             self.emit(
                 fact, True, hooks[0].where, f"DDP communication hook registered ({hooks[0].where})"
             )
-            return
+            self._hook_averages(hooks[0])
         manual = [
             e
             for e in a.calls()
@@ -1589,11 +1589,76 @@ class Rules:
             self.emit(
                 fact, True, e.where, f"gradients all-reduced by hand after backward ({e.where})"
             )
+            loop = e.loops()[-1] if e.loops() else None
+            body = loop.node if loop is not None else e.node
+            self._averages_in(body, e.where, "the hand-written gradient all-reduce")
+        if hooks or manual:
+            self._sort_fault("comm_hook_averages", False)
             return
         if self.hf or self.acc:
             self.emit(fact, False, "", "the framework synchronises gradients")
         elif a.ddps and a.main_backward is not None:
             self.emit(fact, False, a.ddps[0].where, "DDP's own gradient averaging, no hook")
+
+    def _hook_averages(self, reg: Event) -> None:
+        hook = reg.kw("hook", 1)
+        if hook is None:
+            return
+        if hook.kind == "symbol" and hook.canon:
+            stock = apis.last(hook.canon)
+            if stock in (
+                "allreduce_hook",
+                "fp16_compress_hook",
+                "bf16_compress_hook",
+                "powerSGD_hook",
+                "batched_powerSGD_hook",
+            ):
+                self.emit(
+                    "comm_hook_averages",
+                    True,
+                    reg.where,
+                    f"stock {stock} divides by the world size",
+                )
+            return
+        if isinstance(hook.const, FuncRef):
+            fn = hook.const.node
+            self._averages_in(
+                fn, f"{hook.const.scope.module.label}:{fn.lineno}", f"hook {hook.const.name}()"
+            )
+
+    def _averages_in(self, node: ast.AST, where: str, what: str) -> None:
+        """Does this code divide the all-reduced sum by the world / group size?"""
+        reduces = False
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and apis.last(dotted(sub.func)) in (
+                "all_reduce",
+                "allreduce",
+            ):
+                reduces = True
+            divisor: ast.AST | None = None
+            if isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Div, ast.FloorDiv)):
+                divisor = sub.right
+            elif isinstance(sub, ast.AugAssign) and isinstance(sub.op, (ast.Div, ast.FloorDiv)):
+                divisor = sub.value
+            elif (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and sub.func.attr in ("div_", "div", "true_divide_")
+                and sub.args
+            ):
+                divisor = sub.args[0]
+            if divisor is not None and _mentions_world(divisor):
+                self.emit(
+                    "comm_hook_averages", True, f"{where}", f"{what} divides by the world size"
+                )
+                return
+        if reduces:
+            self.emit(
+                "comm_hook_averages",
+                False,
+                where,
+                f"{what} all-reduces (sums) without dividing by the world size ({where})",
+            )
 
     def sharding_framework(self) -> None:
         a = self.a
@@ -2562,6 +2627,26 @@ def _function_constants(fn: ast.AST) -> dict[str, object]:
             except Undecidable:
                 continue
     return out
+
+
+def _mentions_world(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        name = dotted(sub.func) if isinstance(sub, ast.Call) else dotted(sub)
+        last = apis.last(name).lower() if name else ""
+        if last in (
+            "size",
+            "get_world_size",
+            "world_size",
+            "num_processes",
+            "ws",
+            "nprocs",
+            "n_gpus",
+            "ngpus",
+        ):
+            return True
+        if "world" in last:
+            return True
+    return False
 
 
 def _call_site(ev: Event) -> str:

@@ -1,5 +1,5 @@
 """A compression hook, plus a hand-rolled gradient all-reduce on top of DDP's own."""
-# scan-facts: uses_comm_hook=true hand_written_loop=true
+# scan-facts: uses_comm_hook=true hand_written_loop=true comm_hook_averages=false
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -15,6 +15,6 @@ for step in range(100):
     loss = model(torch.randn(8, 16, device="cuda")).pow(2).mean()
     loss.backward()
     for p in model.parameters():
-        dist.all_reduce(p.grad)
+        dist.all_reduce(p.grad)  # expect: custom-comm-hook-scaling
     opt.step()
     opt.zero_grad()

@@ -10,6 +10,7 @@
 # scan-facts: warmup_steps=500 scheduler_steps_per_optimizer_step=1.0 optimizer_family=adam adam_beta2=0.95
 # scan-facts: per_gpu_batch_size=16 loss_reduction=mean variable_length_sequences=false
 # scan-facts: logs_rank0_only=false logged_loss_reduction_wrong=false uses_random_augmentation=false
+# scan-facts: comm_hook_averages=unknown uses_comm_hook=false
 import argparse
 import contextlib
 import os
