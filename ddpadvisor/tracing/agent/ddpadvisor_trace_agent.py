@@ -393,7 +393,6 @@ class Agent:
         self.seen_cfg: set[str] = set()
         self.counters = {"fwd": 0, "bwd": 0, "buckets": 0, "phase": "start"}
         self.since_flush = 0
-        self.device_values = False
         self.started = time.time()
 
     # -- plumbing -------------------------------------------------------------------------
