@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.gather import Gathered
@@ -201,7 +201,7 @@ def _mode(values: list[Any]) -> Any:
     return Counter(values).most_common(1)[0][0] if values else None
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
@@ -407,7 +407,7 @@ class _Context:
             return
         loaders = [r for r, v in per_rank.items() if v]
         idle = [r for r, v in per_rank.items() if not v]
-        kinds = sorted({k for v in per_rank.values() for k, _ in v})
+        kinds = sorted({str(k) for v in per_rank.values() for k, _ in v})
         step = next((s for v in per_rank.values() for _, s in v), 0)
         self.add(
             "rank_conditional_state_change",
@@ -512,11 +512,11 @@ class _Context:
             ]
             if counts:
                 worst = max(counts)
-                detail = None
+                note = None
                 if worst:
                     shown = ", ".join(list(dict.fromkeys(names))[:3])
-                    detail = f"{worst} trainable parameter(s) are not in DDP's reducer: {shown}"
-                self.add("params_not_in_reducer", worst, detail=detail)
+                    note = f"{worst} trainable parameter(s) are not in DDP's reducer: {shown}"
+                self.add("params_not_in_reducer", worst, detail=note)
         bufs = self._checks_at_common_steps("bufchecks")
         n, diff = self._compare(bufs, "buffers")
         if diff:
@@ -626,9 +626,10 @@ class _Context:
             recs = [t.steps[s] for t in self.ranks]
             pre = [r.get("pre") for r in recs]
             post = recs[0].get("post")
-            if not all(_finite(p) and p > 0 for p in pre) or not _finite(post):
+            pre_norms = [float(p) for p in pre if _finite(p) and p > 0]
+            if len(pre_norms) < len(pre) or not _finite(post):
                 continue
-            ratios.append((post / statistics.fmean(pre), s))
+            ratios.append((float(post) / statistics.fmean(pre_norms), s))
         if len(ratios) < 3:
             return
         value = statistics.median(r for r, _ in ratios)
@@ -691,9 +692,13 @@ class _Context:
         tensor_div = any(any(r.get("tdiv") or []) for r in steps)
         factor = _mode([round(f, 9) for f in factors]) if factors else None
         if accum >= 2 and (factor is not None or tensor_div):
-            divided = tensor_div or factor < 0.999
+            divided = tensor_div or (factor is not None and factor < 0.999)
             if divided:
-                how = "by a token/sample count" if tensor_div else f"by {_fmt(1 / factor)}"
+                how = (
+                    f"by {_fmt(1 / factor)}"
+                    if factor is not None and not tensor_div
+                    else "by a token/sample count"
+                )
                 detail = f"the loss is divided {how} before backward"
             else:
                 detail = (
@@ -841,7 +846,9 @@ class _Context:
         if not t.kind("sched") or not t.steps:
             return
         end = t.first("end")
-        total = end.get("sched") if end else sum(int(r.get("sch") or 0) for r in t.steps.values())
+        total = int(
+            (end or {}).get("sched") or sum(int(r.get("sch") or 0) for r in t.steps.values())
+        )
         steps = max(t.steps)
         ratio = total / steps if steps else 0.0
         epochs = len([e for e in t.epochs if e.get("sampler") == self._train_sampler(t)])
@@ -894,7 +901,7 @@ class _Context:
             ranks = sorted(digests)
             for i, a in enumerate(ranks):
                 for b in ranks[i + 1 :]:
-                    if any(_same(x, y) for x in digests[a] for y in digests[b]):
+                    if any(_same(x, y) for x in digests[a] or [] for y in digests[b] or []):
                         pairs.append((a, b))
             if pairs:
                 dup.append((s, pairs[0]))
@@ -1074,8 +1081,9 @@ class _Context:
     def rng(self) -> None:
         if len(self.ranks) < 2:
             return
-        seeds = {t.rank: (t.first("wrap") or {}).get("seeds") for t in self.ranks}
-        if all(isinstance(v, dict) and v.get("torch") for v in seeds.values()):
+        raw = {t.rank: (t.first("wrap") or {}).get("seeds") for t in self.ranks}
+        seeds: dict[int, dict[str, Any]] = {r: v for r, v in raw.items() if isinstance(v, dict)}
+        if len(seeds) == len(raw) and all(v.get("torch") for v in seeds.values()):
             torch_states = {r: v["torch"] for r, v in seeds.items()}
             odd = _odd_ranks(torch_states)
             others = [
@@ -1143,8 +1151,8 @@ class _Context:
         per_rank = {t.rank: [_step_loss(t.steps[s]) for s in steps] for t in self.ranks}
         curve = []
         for i in range(len(steps)):
-            vals = [per_rank[r][i] for r in per_rank if per_rank[r][i] is not None]
-            curve.append(sum(vals) / len(vals) if vals else None)
+            present = [v for r in per_rank if (v := per_rank[r][i]) is not None]
+            curve.append(sum(present) / len(present) if present else None)
         stats = []
         for r, values in sorted(per_rank.items()):
             finite = [v for v in values if v is not None and math.isfinite(v)]
@@ -1156,8 +1164,9 @@ class _Context:
             equal = 0
             compared = 0
             for i in range(len(steps)):
-                vals = [per_rank[r][i] for r in per_rank]
-                if any(v is None for v in vals):
+                row = [per_rank[r][i] for r in per_rank]
+                vals = [v for v in row if v is not None]
+                if len(vals) < len(row):
                     continue
                 compared += 1
                 if all(abs(v - vals[0]) <= 1e-6 * max(1.0, abs(vals[0])) for v in vals):
@@ -1191,7 +1200,7 @@ class _Context:
         steps: list[int], per_rank: dict[int, list[float | None]], spikes: list[int]
     ) -> tuple[int, int] | None:
         for i in spikes:
-            vals = {r: v[i] for r, v in per_rank.items() if v[i] is not None}
+            vals = {r: x for r, v in per_rank.items() if (x := v[i]) is not None}
             for r, v in vals.items():
                 others = [x for q, x in vals.items() if q != r]
                 if others and v > 3 * max(statistics.median(others), 1e-12):
