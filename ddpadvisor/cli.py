@@ -264,6 +264,9 @@ def _dispatch(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # Scanning every installed distribution for pydantic plugins costs more start-up time than
+    # a whole diagnosis; the CLI uses none.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         return _dispatch(argv)
     except InputError as exc:
