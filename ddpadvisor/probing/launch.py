@@ -301,8 +301,13 @@ def classify(
         elif rank in log_timeouts and rank not in barrier_missing:
             detail = f"timed out waiting for another rank{where} (see torchrun.log)"
             outcomes[rank] = RankOutcome(rank, "waited", probe, detail)
-        elif root and root[0] == rank and root[1] != 0 and not deadline_hit:
-            detail = f"died{where} ({_exit_words(root[1])}) without recording an error"
+        elif not deadline_hit and (
+            (root and root[0] == rank and root[1] != 0) or exit_codes.get(rank, 0) > 0
+        ):
+            # A positive exit code is the worker's own doing: torchrun stops the others with a
+            # signal. Under load torchrun may report a peer that timed out as the root cause.
+            code = root[1] if root and root[0] == rank else exit_codes[rank]
+            detail = f"died{where} ({_exit_words(code)}) without recording an error"
             outcomes[rank] = RankOutcome(rank, "crashed", probe, detail)
         else:
             outcomes[rank] = RankOutcome(rank, "stuck", probe, "")
