@@ -19,7 +19,7 @@ import json
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -768,29 +768,21 @@ class _Context:
                 self.add("unscale_before_clip", True)
         if len(self.ranks) < 2:
             return
-        compared = 0
-        for s in self.common_steps:
-            if not all(self._last_synced(t.steps[s]) for t in self.ranks):
-                continue  # final gradients not all-reduced: the norms differ for that reason
-            values = {t.rank: t.steps[s].get("clip") for t in self.ranks}
-            if any(v is None for v in values.values()):
-                continue
-            compared += 1
-            odd = _odd_ranks(values)
-            if odd:
-                shown = ", ".join(
-                    f"{_fmt(v[0] if isinstance(v, list) and v else v)} on rank {r}"
-                    for r, v in sorted(values.items())
-                )
-                self.add(
-                    "clip_norms_match_across_ranks",
-                    False,
-                    where=f"rank {odd[0]} step {s}",
-                    detail=f"clip_grad_norm_ returned {shown} at step {s}",
-                )
-                return
-        if compared:
-            self.add("clip_norms_match_across_ranks", True, detail=f"equal at {compared} steps")
+
+        def clip_shown(values: dict[int, Any], odd: list[int], s: int) -> str:
+            shown = ", ".join(
+                f"{_fmt(v[0] if isinstance(v, list) and v else v)} on rank {r}"
+                for r, v in sorted(values.items())
+            )
+            return f"clip_grad_norm_ returned {shown} at step {s}"
+
+        self._compare_per_step(
+            "clip_norms_match_across_ranks",
+            read=lambda rec: rec.get("clip"),
+            describe=clip_shown,
+            # Until the final gradients are all-reduced the norms differ for that reason alone.
+            usable=lambda s: all(self._last_synced(t.steps[s]) for t in self.ranks),
+        )
 
     # -- GradScaler and non-finite gradients -------------------------------------------------------
     def scaler(self) -> None:
@@ -816,29 +808,46 @@ class _Context:
             )
         if len(self.ranks) < 2:
             return
+
+        def scaler_shown(values: dict[int, Any], odd: list[int], s: int) -> str:
+            shown = ", ".join(
+                f"rank {r}: scale {_fmt(v[0])}, tracker {v[1]}" for r, v in sorted(values.items())
+            )
+            return f"scaler state differs on {_ranks_text(odd)} at step {s} ({shown})"
+
+        self._compare_per_step(
+            "scaler_state_match",
+            read=lambda rec: (
+                None if rec.get("scale") is None else [rec["scale"], rec.get("growth")]
+            ),
+            describe=scaler_shown,
+        )
+
+    def _compare_per_step(
+        self,
+        fact: str,
+        read: Callable[[Record], Any],
+        describe: Callable[[dict[int, Any], list[int], int], str],
+        usable: Callable[[int], bool] = lambda s: True,
+    ) -> None:
+        """``fact`` is false at the first common step where a rank's value stands out, true
+        when every compared step agrees; steps where a rank has no value are skipped."""
         compared = 0
         for s in self.common_steps:
-            values = {
-                t.rank: [t.steps[s].get("scale"), t.steps[s].get("growth")] for t in self.ranks
-            }
-            if any(v[0] is None for v in values.values()):
+            if not usable(s):
+                continue
+            values = {t.rank: read(t.steps[s]) for t in self.ranks}
+            if any(v is None for v in values.values()):
                 continue
             compared += 1
             odd = _odd_ranks(values)
             if odd:
-                shown = ", ".join(
-                    f"rank {r}: scale {_fmt(v[0])}, tracker {v[1]}"
-                    for r, v in sorted(values.items())
-                )
                 self.add(
-                    "scaler_state_match",
-                    False,
-                    where=f"rank {odd[0]} step {s}",
-                    detail=f"scaler state differs on {_ranks_text(odd)} at step {s} ({shown})",
+                    fact, False, where=f"rank {odd[0]} step {s}", detail=describe(values, odd, s)
                 )
                 return
         if compared:
-            self.add("scaler_state_match", True, detail=f"equal at {compared} steps")
+            self.add(fact, True, detail=f"equal at {compared} steps")
 
     # -- LR scheduler ------------------------------------------------------------------------
     def scheduler(self) -> None:
