@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ddpadvisor.engine.diagnose import Engine
-from ddpadvisor.evidence.observation import Observation
 from ddpadvisor.kb.synthetic import synthetic_kb
+from ddpadvisor.observation import Observation
 
 
 def timed(fn, runs: int) -> float:  # type: ignore[no-untyped-def]

@@ -13,10 +13,15 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ddpadvisor import __version__
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.errors import InputError, RunFailed
+
+if TYPE_CHECKING:
+    from ddpadvisor.evidence.gather import Sources
+    from ddpadvisor.report.models import Diagnosis
 
 SUBCOMMANDS = ("trace", "probe", "kb", "schema", "report", "claims")
 
@@ -133,17 +138,7 @@ def _claims_parser() -> Parser:
     return p
 
 
-def load_engine(kb_dirs: list[Path]):  # type: ignore[no-untyped-def]
-    from ddpadvisor.engine.cache import load_cached
-    from ddpadvisor.engine.diagnose import Engine
-    from ddpadvisor.kb.load import default_dirs
-
-    kb, model = load_cached(default_dirs(kb_dirs))
-    kb.raise_first_problem()
-    return Engine(kb, model)
-
-
-def _sources(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _sources(args: argparse.Namespace) -> Sources:
     from ddpadvisor.evidence.gather import Sources
 
     return Sources(
@@ -155,16 +150,12 @@ def _sources(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
-def run_diagnosis(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from ddpadvisor.evidence.gather import gather
+def run_diagnosis(args: argparse.Namespace) -> tuple[Diagnosis, bool]:
+    from ddpadvisor.service import diagnose, load_engine
 
     engine = load_engine(args.kb_dirs)
-    got = gather(engine.kb, _sources(args))
     gpu = {"yes": True, "no": False}.get(args.gpu)
-    diagnosis = engine.diagnose(
-        got.observations, warnings=got.warnings, gpu_available=gpu, top=args.top
-    )
-    return diagnosis, got.failed
+    return diagnose(engine, _sources(args), gpu_available=gpu, top=args.top)
 
 
 def cmd_json(args: argparse.Namespace) -> int:
@@ -219,6 +210,7 @@ def cmd_schema(argv: list[str]) -> int:
 
 def cmd_claims(argv: list[str]) -> int:
     from ddpadvisor.kb.claims import lookup, render_claims
+    from ddpadvisor.service import load_engine
 
     args = _claims_parser().parse_args(argv)
     engine = load_engine(args.kb_dirs)

@@ -12,7 +12,8 @@ import pytest
 
 from ddpadvisor.kb.check import check_seed_coverage, seed_paragraphs
 from ddpadvisor.kb.claims import lookup
-from ddpadvisor.kb.load import KnowledgeBase, load_kb
+from ddpadvisor.kb.load import load_kb
+from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.schema import Claim
 from tests.conftest import REPO, SEEDS
 

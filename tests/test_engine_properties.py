@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.engine.infer import expected_gain, posterior
-from ddpadvisor.evidence.observation import Observation
 from ddpadvisor.kb.synthetic import synthetic_kb
 from ddpadvisor.kb.values import classes
+from ddpadvisor.observation import Observation
 
 ENGINES = {seed: Engine(synthetic_kb(12, 60, 15, seed=seed)) for seed in range(4)}
 

@@ -89,7 +89,7 @@ def test_installed_copy_runs_from_elsewhere(wheel: Path, tmp_path: Path) -> None
             [
                 sys.executable,
                 "-c",
-                "from ddpadvisor.kb.load import bundled_dir; print(bundled_dir('kb'))",
+                "from ddpadvisor.bundled import bundled_dir; print(bundled_dir('kb'))",
             ],
             cwd=cwd,
             env=env,

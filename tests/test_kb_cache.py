@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ddpadvisor.bundled import bundled_dir
 from ddpadvisor.engine.cache import load_cached
-from ddpadvisor.kb.load import bundled_dir
 
 RULE = """\
 causes:

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from ddpadvisor.engine.diagnose import Engine
-from ddpadvisor.evidence.observation import Observation
 from ddpadvisor.kb.values import parse_value
+from ddpadvisor.observation import Observation
 from tests.conftest import PYTHON, REPO, SHARED
 
 # SPEC "Required public vocabulary (v1)": the KB may add causes, never drop or rename these.

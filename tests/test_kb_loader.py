@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ddpadvisor.kb.load import bundled_dir, default_dirs, load_kb
+from ddpadvisor.bundled import bundled_dir
+from ddpadvisor.kb.load import default_dirs, load_kb
 
 CAUSE = """\
 causes:

@@ -417,7 +417,7 @@ def test_probe_list_names_every_probe(capsys: pytest.CaptureFixture[str]) -> Non
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert listed == PROBE_FILES
     run_all = load_probe("run_all")
+    from ddpadvisor.bundled import probe_catalog
     from ddpadvisor.evidence.probe_results import PROBE_NAMES
-    from ddpadvisor.probing.launch import KNOWN_PROBES
 
-    assert list(run_all.PROBES) == list(KNOWN_PROBES) == list(PROBE_NAMES) == PROBE_FILES
+    assert list(run_all.PROBES) == list(probe_catalog()) == list(PROBE_NAMES) == PROBE_FILES

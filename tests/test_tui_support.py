@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ddpadvisor.engine.diagnose import Engine
-from ddpadvisor.evidence.gather import Gathered
-from ddpadvisor.evidence.observation import Observation
-from ddpadvisor.kb.load import KnowledgeBase, load_kb
+from ddpadvisor.kb.load import load_kb
+from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.tui.runners import ProgressFn, RankRow, RunOutcome, RunProgress, RunRequest
 from ddpadvisor.tui.session import Session, format_value
 

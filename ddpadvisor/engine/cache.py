@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ddpadvisor import __version__
 from ddpadvisor.engine.model import CompiledModel, load_model
-from ddpadvisor.kb.load import KnowledgeBase, kb_files, load_kb
+from ddpadvisor.kb.load import kb_files, load_kb
+from ddpadvisor.kb.model import KnowledgeBase
 
 
 def cache_dir() -> Path:

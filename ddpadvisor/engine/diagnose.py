@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from ddpadvisor import __version__
 from ddpadvisor.engine.infer import Posterior, expected_gain, posterior
 from ddpadvisor.engine.model import CATCH_ALL, CompiledModel, load_model
-from ddpadvisor.evidence.observation import PRECEDENCE, Observation
 from ddpadvisor.kb import levels
-from ddpadvisor.kb.load import KnowledgeBase
+from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import classify
+from ddpadvisor.observation import PRECEDENCE, Observation
 from ddpadvisor.report.models import (
     CauseOut,
     ClaimOut,

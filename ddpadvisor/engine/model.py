@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ddpadvisor.kb import levels
-from ddpadvisor.kb.load import KnowledgeBase
+from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import classes, healthy_distribution
 
 CATCH_ALL = "other"

@@ -6,22 +6,24 @@ from pathlib import Path
 from typing import Any
 
 from ddpadvisor.errors import InputError
-from ddpadvisor.evidence.observation import Observation
-from ddpadvisor.kb.load import KnowledgeBase
-from ddpadvisor.kb.values import ValueProblem, parse_value
+from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.kb.values import ValueProblem
+from ddpadvisor.observation import Observation, ObsSource, UnknownFact, observe
 from ddpadvisor.yamlio import LineDict, load_mapping_file
 
 # Keys an answers file may carry beside its facts (structured form: {facts: {...}, ...}).
 METADATA_KEYS = {"description", "thread", "notes", "source", "title"}
 
 
-def _typed(kb: KnowledgeBase, fact_id: str, raw: Any, file: str, line: int | None) -> Any:
-    fact = kb.facts.get(fact_id)
-    if fact is None:
-        hint = _closest(fact_id, list(kb.facts))
-        raise InputError(f"unknown fact id {fact_id!r}{hint}", file, line)
+def _observe(
+    kb: KnowledgeBase, fact_id: str, raw: Any, source: ObsSource, file: str, line: int | None
+) -> Observation | None:
+    where = f"{Path(file).name}:{line}" if line else Path(file).name
     try:
-        return parse_value(fact, raw)
+        return observe(kb, fact_id, raw, source, where if source == "answer" else "--set")
+    except UnknownFact:
+        hint = _closest(fact_id, list(kb.facts))
+        raise InputError(f"unknown fact id {fact_id!r}{hint}", file, line) from None
     except ValueProblem as exc:
         raise InputError(str(exc), file, line) from None
 
@@ -54,11 +56,9 @@ def read_answers(kb: KnowledgeBase, path: Path) -> tuple[list[Observation], list
         line = data.key_lines.get(key) if isinstance(data, LineDict) else None
         if line is None and isinstance(outer, LineDict):
             line = outer.key_lines.get("facts")
-        value = _typed(kb, str(key), raw, str(path), line)
-        if value is None:
-            continue
-        where = f"{path.name}:{line}" if line else path.name
-        out.append(Observation(fact=str(key), value=value, source="answer", where=where))
+        obs = _observe(kb, str(key), raw, "answer", str(path), line)
+        if obs is not None:
+            out.append(obs)
     return out, warnings
 
 
@@ -68,7 +68,7 @@ def parse_set(kb: KnowledgeBase, items: list[str]) -> list[Observation]:
         if "=" not in item:
             raise InputError(f"--set expects FACT=VALUE, got {item!r}", "--set")
         key, raw = item.split("=", 1)
-        value = _typed(kb, key.strip(), raw, "--set", None)
-        if value is not None:
-            out.append(Observation(fact=key.strip(), value=value, source="set", where="--set"))
+        obs = _observe(kb, key.strip(), raw, "set", "--set", None)
+        if obs is not None:
+            out.append(obs)
     return out

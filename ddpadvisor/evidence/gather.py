@@ -8,20 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpadvisor.evidence.observation import Observation
-from ddpadvisor.kb.load import KnowledgeBase
-
-
-@dataclass
-class Gathered:
-    observations: list[Observation] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    failed: bool = False  # a probe or trace run failed: exit 3, but keep what was gathered
-
-    def extend(self, other: Gathered) -> None:
-        self.observations.extend(other.observations)
-        self.warnings.extend(other.warnings)
-        self.failed = self.failed or other.failed
+from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.observation import Gathered
 
 
 @dataclass

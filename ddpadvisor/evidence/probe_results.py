@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ddpadvisor.errors import InputError
-from ddpadvisor.evidence.gather import Gathered
-from ddpadvisor.evidence.observation import Observation
-from ddpadvisor.kb.load import KnowledgeBase
-from ddpadvisor.kb.values import ValueProblem, parse_value
+from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.kb.values import ValueProblem
+from ddpadvisor.observation import Gathered, UnknownFact, observe
 
 PROBE_NAMES = ("env", "collective", "seeds", "sampler", "checksums", "scaler")
 Records = dict[int, dict[str, Any]]
@@ -37,20 +36,16 @@ class _Collector:
         self.stand_ins: list[str] = []
 
     def fact(self, fact: str, value: Any, probe: str, rank: int | None, detail: str) -> None:
-        spec = self.kb.facts.get(fact)
-        if spec is None:
-            return  # a KB without this fact cannot use it
+        where = f"probe {probe}" + (f" rank {rank}" if rank is not None else "")
         try:
-            typed = parse_value(spec, value)
+            obs = observe(self.kb, fact, value, "probe", where, detail)
+        except UnknownFact:
+            return  # a KB without this fact cannot use it
         except ValueProblem as exc:
             self.warn(f"{self.folder / probe}: {exc}; ignored")
             return
-        if typed is None:
-            return
-        where = f"probe {probe}" + (f" rank {rank}" if rank is not None else "")
-        self.out.observations.append(
-            Observation(fact=fact, value=typed, source="probe", where=where, detail=detail)
-        )
+        if obs is not None:
+            self.out.observations.append(obs)
 
     def warn(self, text: str) -> None:
         self.out.warnings.append(text)

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ddpadvisor.evidence.gather import Gathered
-from ddpadvisor.evidence.observation import Observation
-from ddpadvisor.kb.load import KnowledgeBase
+from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import ValueProblem, parse_value
+from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.scan import scan_file
 
 

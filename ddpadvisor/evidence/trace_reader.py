@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from ddpadvisor.errors import InputError
-from ddpadvisor.evidence.gather import Gathered
-from ddpadvisor.evidence.observation import Observation
-from ddpadvisor.kb.load import KnowledgeBase
+from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.kb.values import ValueProblem
+from ddpadvisor.observation import Gathered, Observation, observe
 
 Record = dict[str, Any]
 
@@ -219,6 +219,7 @@ class _Facts:
     def __init__(self, kb: KnowledgeBase) -> None:
         self.kb = kb
         self.out: dict[str, Observation] = {}
+        self.warnings: list[str] = []
 
     def add(
         self, fact: str, value: Any, where: str | None = None, detail: str | None = None
@@ -226,17 +227,21 @@ class _Facts:
         spec = self.kb.facts.get(fact)
         if spec is None or value is None:
             return
-        if spec.type == "bool":
-            value = bool(value)
-        elif spec.type == "int":
-            value = int(value)
-        elif spec.type == "float":
-            value = round(float(value), 4)
-        elif spec.type == "enum" and value not in (spec.values or []):
+        # The reader computes numbers; give them the fact's shape before the one typing check.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if spec.type == "bool":
+                value = bool(value)
+            elif spec.type == "int":
+                value = int(value)
+            elif spec.type == "float":
+                value = round(float(value), 4)
+        try:
+            obs = observe(self.kb, fact, value, "trace", where, detail)
+        except ValueProblem as exc:
+            self.warnings.append(f"trace: {exc}; not used")
             return
-        self.out[fact] = Observation(
-            fact=fact, value=value, source="trace", where=where, detail=detail
-        )
+        if obs is not None:
+            self.out[fact] = obs
 
 
 def read_trace(kb: KnowledgeBase, folder: Path) -> Gathered:
@@ -290,7 +295,7 @@ def read_trace(kb: KnowledgeBase, folder: Path) -> Gathered:
         ctx.logging,
     ):
         part()
-    return Gathered(list(facts.out.values()), warnings, failed)
+    return Gathered(list(facts.out.values()), warnings + facts.warnings, failed)
 
 
 class _Context:

@@ -7,19 +7,19 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ddpadvisor.bundled import probe_catalog
 from ddpadvisor.kb.values import ValueProblem, classes, parse_value, predicate_classes
 
 if TYPE_CHECKING:
-    from ddpadvisor.kb.load import KnowledgeBase
+    from ddpadvisor.kb.model import KnowledgeBase
 
 # Subcommands a fix's verify command may name (kept in sync with cli.py by a test).
 SUBCOMMANDS = {"trace", "probe", "kb", "schema", "report", "claims"}
 # Probes in probes/ (checked against the folder by a test).
-PROBES = {"env", "collective", "seeds", "checksums", "scaler", "sampler"}
 
 
 def check_references(kb: KnowledgeBase) -> None:
-    from ddpadvisor.kb.load import Problem
+    from ddpadvisor.kb.model import Problem
 
     def problem(kind: str, id_: str, msg: str) -> None:
         kb.problems.append(Problem(kb.origin(kind, id_), msg))
@@ -155,8 +155,8 @@ def verify_command_problem(command: str) -> str | None:
         if rest and rest[0] in SUBCOMMANDS:
             if rest[0] == "probe":
                 for name in _positionals(seg[seg.index("probe") + 1 :]):
-                    if name not in PROBES and "/" not in name:
-                        return f"unknown probe {name!r} (probes: {', '.join(sorted(PROBES))})"
+                    if name not in probe_catalog() and "/" not in name:
+                        return f"unknown probe {name!r} (probes: {', '.join(probe_catalog())})"
         elif rest and not any(w.startswith("--") for w in seg[1:]):
             return f"unknown ddpadvisor subcommand {rest[0]!r}"
     return None

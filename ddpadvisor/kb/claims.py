@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from ddpadvisor.kb.load import KnowledgeBase
+from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.schema import Claim
 
 _WORD = re.compile(r"[a-z0-9_]+")

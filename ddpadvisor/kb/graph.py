@@ -9,7 +9,7 @@ from __future__ import annotations
 import networkx as nx
 
 from ddpadvisor.kb import levels
-from ddpadvisor.kb.load import KnowledgeBase
+from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.schema import Link
 from ddpadvisor.kb.values import ValueProblem, predicate_classes
 

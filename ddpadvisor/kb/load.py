@@ -8,74 +8,18 @@ diagnosis stops at the first one.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ddpadvisor.bundled import bundled_dir
 from ddpadvisor.errors import InputError
-from ddpadvisor.kb.schema import Cause, Claim, Fact, Fix, KBFile, Mechanism, RuleTest
+from ddpadvisor.kb.model import KnowledgeBase, Origin, Problem
+from ddpadvisor.kb.schema import Cause, KBFile
 from ddpadvisor.yamlio import LineDict, LineList, line_of, load_yaml
 
 KINDS = ("facts", "mechanisms", "causes", "fixes", "claims")
-
-
-@dataclass(frozen=True)
-class Origin:
-    file: str
-    line: int | None
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}" if self.line else self.file
-
-
-@dataclass
-class Problem:
-    origin: Origin
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.origin}: {self.message}"
-
-    def to_error(self) -> InputError:
-        return InputError(self.message, self.origin.file, self.origin.line)
-
-
-@dataclass
-class KnowledgeBase:
-    facts: dict[str, Fact] = field(default_factory=dict)
-    mechanisms: dict[str, Mechanism] = field(default_factory=dict)
-    causes: dict[str, Cause] = field(default_factory=dict)
-    fixes: dict[str, Fix] = field(default_factory=dict)
-    claims: dict[str, Claim] = field(default_factory=dict)
-    tests: list[RuleTest] = field(default_factory=list)
-    origins: dict[tuple[str, str], Origin] = field(default_factory=dict)
-    test_origins: list[Origin] = field(default_factory=list)
-    aliases: dict[str, str] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    dirs: list[str] = field(default_factory=list)
-
-    def origin(self, kind: str, id_: str) -> Origin:
-        return self.origins.get((kind, id_), Origin("<kb>", None))
-
-    def resolve_cause(self, id_: str) -> str | None:
-        if id_ in self.causes:
-            return id_
-        return self.aliases.get(id_)
-
-    def raise_first_problem(self) -> None:
-        if self.problems:
-            raise self.problems[0].to_error()
-
-
-def bundled_dir(name: str) -> Path:
-    """Where the bundled ``kb``/``probes`` folder is: inside the wheel, or the source tree."""
-    here = Path(__file__).resolve().parent.parent
-    installed = here / "_bundled" / name
-    if installed.is_dir():
-        return installed
-    return here.parent / name
 
 
 def user_config_dir() -> Path:
@@ -230,19 +174,3 @@ def _patched(base: BaseModel, patch: dict[str, Any], mode: str) -> dict[str, Any
         else:
             data[key] = value
     return data
-
-
-__all__ = [
-    "Cause",
-    "Claim",
-    "Fact",
-    "Fix",
-    "KnowledgeBase",
-    "Mechanism",
-    "Origin",
-    "Problem",
-    "RuleTest",
-    "bundled_dir",
-    "default_dirs",
-    "load_kb",
-]

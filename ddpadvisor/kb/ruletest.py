@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddpadvisor.engine.diagnose import Engine
-from ddpadvisor.evidence.observation import Observation
-from ddpadvisor.kb.load import Origin
+from ddpadvisor.kb.model import Origin
 from ddpadvisor.kb.schema import RuleTest
 from ddpadvisor.kb.values import parse_value
+from ddpadvisor.observation import Observation
 
 
 @dataclass

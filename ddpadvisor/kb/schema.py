@@ -7,7 +7,7 @@ was written and :mod:`ddpadvisor.kb.levels` maps levels to numbers when the grap
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -28,6 +28,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
 
+Translation = dict[str, str | list[str] | dict[str, str]]
+
+
+class _Translatable(_Strict):
+    """An entry whose user-facing text may carry a Chinese version beside the English.
+
+    ``zh`` maps a field name from ``TRANSLATED`` to its Chinese text (a list for list fields,
+    a mapping for mapping fields); English stays the fallback for anything left out.
+    """
+
+    TRANSLATED: ClassVar[tuple[str, ...]] = ()
+
+    zh: Translation | None = Field(
+        None, description="Chinese text of the entry's user-facing fields, keyed by field name."
+    )
+
+    @field_validator("zh")
+    @classmethod
+    def _known_fields(cls, v: Translation | None) -> Translation | None:
+        for key in v or {}:
+            if key not in cls.TRANSLATED:
+                allowed = ", ".join(cls.TRANSLATED)
+                raise ValueError(f"zh: {key!r} is not a translated field (one of: {allowed})")
+        return v
+
+
 class StrClass(_Strict):
     """One class of a free-text fact; the first class whose test matches a value wins."""
 
@@ -46,8 +72,10 @@ class StrClass(_Strict):
         return v
 
 
-class Fact(_Strict):
+class Fact(_Translatable):
     """An observation: something asked, scanned, probed or traced."""
+
+    TRANSLATED = ("question", "help")
 
     id: str = Field(pattern=FACT_ID)
     type: FactType
@@ -142,7 +170,9 @@ class Code(_Strict):
     after: str
 
 
-class Fix(_Strict):
+class Fix(_Translatable):
+    TRANSLATED = ("title", "steps")
+
     id: str = Field(pattern=NODE_ID)
     title: str
     steps: list[str] = Field(min_length=1)
@@ -153,8 +183,10 @@ class Fix(_Strict):
     override: Override | None = None
 
 
-class Mechanism(_Strict):
+class Mechanism(_Translatable):
     """An intermediate node (e.g. 'replicas diverged'): several causes share its findings."""
+
+    TRANSLATED = ("title", "description")
 
     id: str = Field(pattern=NODE_ID)
     title: str
@@ -163,7 +195,9 @@ class Mechanism(_Strict):
     override: Override | None = None
 
 
-class Cause(_Strict):
+class Cause(_Translatable):
+    TRANSLATED = ("title", "mechanism")
+
     id: str = Field(pattern=NODE_ID)
     title: str
     area: str
@@ -177,8 +211,10 @@ class Cause(_Strict):
     override: Override | None = None
 
 
-class Claim(_Strict):
+class Claim(_Translatable):
     """A piece of forum advice with a verdict."""
+
+    TRANSLATED = ("text", "reason")
 
     id: str = Field(pattern=NODE_ID)
     text: str = Field(description="The advice, in English.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from ddpadvisor.kb.load import KnowledgeBase, Origin
+from ddpadvisor.kb.model import KnowledgeBase, Origin
 from ddpadvisor.kb.schema import Cause, Fact, Fix, Link, Verify
 
 _STRENGTHS = ("certain", "strong", "moderate", "weak", "slight")

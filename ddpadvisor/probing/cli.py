@@ -15,19 +15,11 @@ import os
 import sys
 from pathlib import Path
 
+from ddpadvisor.bundled import probe_catalog
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.errors import InputError
 
-# In run order. The cheap, DDP-free probes go first so that they report before the first
-# DistributedDataParallel pulls in torch._dynamo (seconds of import in torch 2.x).
-PROBES: dict[str, str] = {
-    "env": "torch/CUDA/cuDNN/NCCL versions, GPU and bf16 support, NCCL_* and TORCH_* settings",
-    "collective": "known-answer all_reduce, broadcast, all_gather, reduce_scatter per rank",
-    "seeds": "python/numpy/torch/CUDA RNG fingerprints per rank after your seeding (--setup)",
-    "sampler": "DistributedSampler overlap, coverage, padding, order across epochs",
-    "checksums": "parameter/buffer/gradient checksums before and after wrap and after K steps",
-    "scaler": "GradScaler scale, growth tracker and skipped steps per rank over fp16 steps",
-}
+PROBES = probe_catalog()
 
 
 def _parser() -> Parser:

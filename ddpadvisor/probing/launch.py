@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ddpadvisor.bundled import probe_catalog
+
 RUN_MARKER_ENV = "DDPADVISOR_PROBE_RUN"
 POLL_S = 0.1
 KILL_GRACE_S = 5.0
@@ -87,7 +89,7 @@ class LaunchResult:
 
 
 def runner_path() -> Path:
-    from ddpadvisor.kb.load import bundled_dir
+    from ddpadvisor.bundled import bundled_dir
 
     return bundled_dir("probes") / "run_all.py"
 
@@ -145,12 +147,9 @@ def _results(out: Path, probe: str) -> dict[int, dict[str, Any]]:
     return found
 
 
-KNOWN_PROBES = ("env", "collective", "seeds", "sampler", "checksums", "scaler")
-
-
 def clear_previous(out: Path, probes: list[str]) -> None:
     """Remove what an earlier run left in OUT, so stale files never pass for new results."""
-    for sub in ["status", *KNOWN_PROBES, *probes]:
+    for sub in ["status", *probe_catalog(), *probes]:
         folder = out / sub
         if folder.is_dir():
             for path in folder.glob("rank*.json*"):

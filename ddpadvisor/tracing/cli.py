@@ -130,7 +130,7 @@ def main(argv: list[str]) -> int:
         raise InputError(f"--nproc must be at least 1, got {nproc}")
     engine = None
     if args.verify:  # check the cause id before spending a run on it
-        from ddpadvisor.cli import load_engine
+        from ddpadvisor.service import load_engine
 
         engine = load_engine(args.kb_dirs)
         if engine.kb.resolve_cause(args.verify) is None:

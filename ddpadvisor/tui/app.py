@@ -15,7 +15,7 @@ from textual.binding import Binding, BindingType
 
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.errors import InputError
-from ddpadvisor.evidence.gather import Gathered
+from ddpadvisor.observation import Gathered
 from ddpadvisor.report.models import FixOut
 from ddpadvisor.tui.messages import DiagnosisUpdated, EvidenceLoaded
 from ddpadvisor.tui.runners import Runner, RunOutcome, RunRequest, SubprocessRunner
@@ -156,7 +156,7 @@ def create_app(
     """Build the app; tests pass their own engine, session and fake runners."""
     if session is None:
         if engine is None:
-            from ddpadvisor.cli import load_engine
+            from ddpadvisor.service import load_engine
 
             engine = load_engine([])
         session = Session(engine, gpu_available=gpu_available)
@@ -172,8 +172,8 @@ def create_app(
 
 def session_from_args(args: argparse.Namespace) -> Session:
     """Load every source named on the command line; raises InputError before the UI starts."""
-    from ddpadvisor.cli import load_engine
     from ddpadvisor.evidence.answers import parse_set
+    from ddpadvisor.service import load_engine
 
     engine = load_engine(args.kb_dirs)
     gpu = {"yes": True, "no": False}.get(getattr(args, "gpu", "unknown"))

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from ddpadvisor.evidence.gather import Gathered
-from ddpadvisor.kb.load import KnowledgeBase
+from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.observation import Gathered
 from ddpadvisor.tui.trace_series import read_series
 
 RunKind = Literal["probe", "trace"]

@@ -13,9 +13,9 @@ from typing import Any
 
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.errors import InputError
-from ddpadvisor.evidence.gather import Gathered, Sources, gather
-from ddpadvisor.evidence.observation import Observation
+from ddpadvisor.evidence.gather import Sources, gather
 from ddpadvisor.kb.values import ValueProblem, parse_value
+from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.report.models import Diagnosis, QuestionOut
 from ddpadvisor.report.text import render_markdown
 
