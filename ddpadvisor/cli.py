@@ -238,7 +238,7 @@ def _dispatch(argv: list[str]) -> int:
         if name in handlers:
             return handlers[name](rest)
         if name == "kb":
-            from ddpadvisor.kb.cli import main as kb_main
+            from ddpadvisor.kb_command import main as kb_main
 
             return kb_main(rest)
         if name == "probe":

@@ -84,7 +84,7 @@ def _validate(kb, seeds: Path | None) -> int:  # type: ignore[no-untyped-def]
 
 def _test(kb) -> int:  # type: ignore[no-untyped-def]
     from ddpadvisor.engine.diagnose import Engine
-    from ddpadvisor.kb.ruletest import run_all
+    from ddpadvisor.engine.ruletest import run_all
 
     outcomes = run_all(Engine(kb))
     failed = todo = 0
