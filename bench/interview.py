@@ -8,10 +8,13 @@ reporter would answer to each question of the knowledge base, read from the narr
 shown where the thread itself reports such a measurement (``measured``).
 
 The replay starts from the facts the intake text yields (``ddpadvisor.evidence.intake`` when it
-exists, otherwise none), then takes the tool's best next step at most ``--steps`` times:
+exists, otherwise none). The simulated user confirms an extracted fact that agrees with their
+recorded answer, corrects one that disagrees, and rejects one they have no answer for (it would
+put words in their mouth). Then it takes the tool's best next step at most ``--steps`` times:
 ``Diagnosis.next_steps`` when the engine offers it, else ``Diagnosis.next_questions``. Asked
 steps are answered from ``answers``; probe, trace and scan steps from ``measured`` (then
-``answers``). A step with no recorded value is declined and never taken again.
+``answers``). A step with no recorded value is declined and never taken again; when the engine's
+``diagnose`` accepts a ``declined`` argument, the declined facts are passed to it.
 
 The ``split`` of every case was fixed when the corpus was collected (every third case in the
 order the reports were found is held out). Tune on the ``tuned`` part only; report both.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -129,7 +133,8 @@ def load_cases(folder: Path = CORPUS) -> list[Case]:
 @dataclass
 class Replay:
     case: Case
-    intake_facts: list[str]
+    intake_facts: list[str]  # "fact=value (confirmed|corrected|rejected)"
+    intake_counts: dict[str, int]
     rank_intake: int
     rank_final: int
     first_at: int | None  # steps taken when the true cause first ranked first
@@ -154,19 +159,31 @@ def _rank(diagnosis: Diagnosis, cause: str) -> int:
     return len(diagnosis.causes) + 1
 
 
-def _offered(diagnosis: Diagnosis) -> list[tuple[str, str]]:
-    """(kind, fact) of every next step the diagnosis offers, best first."""
+def _offered(diagnosis: Diagnosis, kb: KnowledgeBase) -> list[tuple[str, tuple[str, ...]]]:
+    """(kind, facts) of every next step the diagnosis offers, best first.
+
+    A question settles one fact; a probe, trace or scan step may name several (``facts``).
+    """
     steps = getattr(diagnosis, "next_steps", None)
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, tuple[str, ...]]] = []
     if steps:
         for step in steps:
             fact = getattr(step, "fact", None)
-            if fact:
-                out.append((str(getattr(step, "kind", "ask")), str(fact)))
+            many = [fact] if fact else list(getattr(step, "facts", None) or [])
+            facts = tuple(str(f) for f in many if str(f) in kb.facts)
+            if facts:
+                out.append((str(getattr(step, "kind", "ask")), facts))
         return out
     for q in diagnosis.next_questions:
-        out.append(("ask" if q.how == "ask" else q.how, q.fact))
+        out.append(("ask" if q.how == "ask" else q.how, (q.fact,)))
     return out
+
+
+def _diagnose(engine: Engine, observations: list[Observation], declined: set[str]) -> Diagnosis:
+    params = inspect.signature(engine.diagnose).parameters
+    if "declined" in params:
+        return engine.diagnose(list(observations), declined=set(declined))  # type: ignore[call-arg]
+    return engine.diagnose(list(observations))
 
 
 def _observe(kb: KnowledgeBase, case: Case, fact: str, value: Any, where: str) -> Observation:
@@ -185,49 +202,71 @@ def replay(engine: Engine, case: Case, max_steps: int, extract: Any) -> Replay:
     kb = engine.kb
     observations: list[Observation] = []
     intake_facts: list[str] = []
+    counts = {"confirmed": 0, "corrected": 0, "rejected": 0}
+    unrecorded: list[str] = []
     if extract is not None:
         for item in extract(kb, case.intake):
-            try:
-                observations.append(_observe(kb, case, item.fact, item.value, "intake"))
-            except (UnknownFact, ValueProblem):
+            fact = str(item.fact)
+            if fact not in kb.facts:
                 continue
-            intake_facts.append(f"{item.fact}={item.value}")
-    diagnosis = engine.diagnose(list(observations))
+            recorded = case.answers.get(fact)
+            if recorded is None:
+                outcome = "rejected"
+                if fact not in case.reviewed_unknown and fact not in unrecorded:
+                    unrecorded.append(fact)
+            else:
+                try:
+                    same = (
+                        _observe(kb, case, fact, item.value, "intake").value
+                        == _observe(kb, case, fact, recorded, "intake").value
+                    )
+                except (UnknownFact, ValueProblem):
+                    same = False
+                outcome = "confirmed" if same else "corrected"
+                observations.append(_observe(kb, case, fact, recorded, "intake"))
+            counts[outcome] += 1
+            intake_facts.append(f"{fact}={item.value} ({outcome})")
+    declined: set[str] = set()
+    diagnosis = _diagnose(engine, observations, declined)
     rank_intake = _rank(diagnosis, case.cause)
     first_at = 0 if rank_intake == 1 else None
     taken: set[str] = {o.fact for o in observations}
-    declined: set[str] = set()
     steps: list[tuple[str, str, str]] = []
-    unrecorded: list[str] = []
     reoffered = 0
     stuck = False
     while len(steps) < max_steps:
-        offered = _offered(diagnosis)
-        reoffered += sum(1 for _, fact in offered if fact in declined)
-        fresh = [(kind, fact) for kind, fact in offered if fact not in taken]
+        offered = _offered(diagnosis, kb)
+        reoffered += sum(1 for _, facts in offered for f in facts if f in declined)
+        fresh = [(k, facts) for k, facts in offered if any(f not in taken for f in facts)]
         if not fresh:
             stuck = bool(offered)
             break
-        kind, fact = fresh[0]
-        taken.add(fact)
-        if kind in MEASURED_KINDS:
-            value = case.measured.get(fact, case.answers.get(fact))
-        else:
-            value = case.answers.get(fact)
-        if value is None:
-            declined.add(fact)
-            steps.append((kind, fact, "declined"))
-            if fact not in case.reviewed_unknown:
-                unrecorded.append(fact)
-        else:
-            observations.append(_observe(kb, case, fact, value, f"{case.name} ({kind})"))
-            steps.append((kind, fact, "answered"))
-        diagnosis = engine.diagnose(list(observations))
+        kind, facts = fresh[0]
+        answered = []
+        for fact in facts:
+            if fact in taken:
+                continue
+            taken.add(fact)
+            if kind in MEASURED_KINDS:
+                value = case.measured.get(fact, case.answers.get(fact))
+            else:
+                value = case.answers.get(fact)
+            if value is None:
+                declined.add(fact)
+                if fact not in case.reviewed_unknown:
+                    unrecorded.append(fact)
+            else:
+                observations.append(_observe(kb, case, fact, value, f"{case.name} ({kind})"))
+                answered.append(fact)
+        label = ",".join(facts)
+        steps.append((kind, label, "answered" if answered else "declined"))
+        diagnosis = _diagnose(engine, observations, declined)
         if first_at is None and _rank(diagnosis, case.cause) == 1:
             first_at = len(steps)
     return Replay(
         case=case,
         intake_facts=intake_facts,
+        intake_counts=counts,
         rank_intake=rank_intake,
         rank_final=_rank(diagnosis, case.cause),
         first_at=first_at,
@@ -253,6 +292,9 @@ def _median_to_first(results: list[Replay], max_steps: int) -> str:
 
 def summary(results: list[Replay], max_steps: int) -> list[str]:
     n = len(results)
+    intake = {k: sum(r.intake_counts[k] for r in results) for k in ("confirmed", "corrected")}
+    rejected = sum(r.intake_counts["rejected"] for r in results)
+    recorded = sum(len(r.case.answers) for r in results)
     return [
         f"  cases                              {n}",
         f"  top-1 after <= {max_steps} steps              "
@@ -261,6 +303,8 @@ def summary(results: list[Replay], max_steps: int) -> list[str]:
         f"{_pct(sum(r.rank_final <= 3 for r in results), n)}",
         f"  median steps to first              {_median_to_first(results, max_steps)}",
         f"  top-3 from the intake text alone   {_pct(sum(r.rank_intake <= 3 for r in results), n)}",
+        f"  intake facts confirmed/corrected/rejected  {intake['confirmed']}/"
+        f"{intake['corrected']}/{rejected} (recorded answers in these cases: {recorded})",
     ]
 
 

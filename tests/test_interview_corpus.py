@@ -6,7 +6,7 @@ import importlib.util
 import re
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -104,3 +104,60 @@ def test_replay_never_takes_a_declined_fact_twice(kb) -> None:  # type: ignore[n
     assert len(facts) == len(set(facts))
     declined = [fact for _, fact, outcome in result.steps if outcome == "declined"]
     assert result.unrecorded == declined  # nothing reviewed, so every declined fact is listed
+
+
+def _case(**over):  # type: ignore[no-untyped-def]
+    fields = {
+        "path": Path("00-synthetic.yaml"),
+        "url": "https://github.com/a/b/issues/1",
+        "title": "t",
+        "narrative": "n",
+        "resolution": "r",
+        "cause": "no-distributed-sampler",
+        "split": "tuned",
+        "answers": {"uses_distributed_sampler": False, "world_size": 4},
+    }
+    fields.update(over)
+    return bench.Case(**fields)
+
+
+def test_intake_facts_are_confirmed_corrected_or_rejected() -> None:
+    engine = load_engine()
+    said = {"uses_distributed_sampler": False, "world_size": 2, "uses_lora": True}
+
+    def extract(kb, text):  # type: ignore[no-untyped-def]
+        return [SimpleNamespace(fact=f, value=v, phrase=text) for f, v in said.items()]
+
+    result = bench.replay(engine, _case(), 0, extract)
+    assert result.intake_counts == {"confirmed": 1, "corrected": 1, "rejected": 1}
+    assert "world_size=2 (corrected)" in result.intake_facts
+    assert result.unrecorded == ["uses_lora"]  # rejected and never reviewed: flagged
+
+
+class _StepEngine:
+    """An engine whose diagnosis offers next_steps: one trace step naming two facts, then an ask."""
+
+    def __init__(self, kb):  # type: ignore[no-untyped-def]
+        self.kb = kb
+        self.calls: list[set[str]] = []
+
+    def diagnose(self, observations, declined=frozenset()):  # type: ignore[no-untyped-def]
+        self.calls.append(set(declined))
+        seen = {o.fact for o in observations}
+        cause = SimpleNamespace(id="no-distributed-sampler", rank=1 if seen else 2)
+        steps = [
+            SimpleNamespace(kind="trace", facts=["sampler_shards_overlap", "world_size"]),
+            SimpleNamespace(kind="ask", fact="uses_lora"),
+        ]
+        return SimpleNamespace(causes=[cause], next_steps=steps, next_questions=[])
+
+
+def test_next_steps_are_preferred_and_declined_facts_passed_on(kb) -> None:  # type: ignore[no-untyped-def]
+    engine = _StepEngine(kb)
+    case = _case(measured={"sampler_shards_overlap": True})
+    result = bench.replay(engine, case, 8, None)
+    assert result.steps[0] == ("trace", "sampler_shards_overlap,world_size", "answered")
+    assert result.steps[1] == ("ask", "uses_lora", "declined")
+    assert result.first_at == 1
+    assert "uses_lora" in engine.calls[-1]  # the engine is told what was declined
+    assert result.stuck  # everything offered has been taken, budget left over
