@@ -19,7 +19,7 @@ steps are answered from ``answers``; probe, trace and scan steps from ``measured
 The ``split`` of every case was fixed when the corpus was collected (every third case in the
 order the reports were found is held out). Tune on the ``tuned`` part only; report both.
 
-    python bench/interview.py [--steps 8] [--verbose]
+    python bench/interview.py [--steps 8] [--verbose] [--json]
 
 It prints figures and exits 0 (a malformed corpus file: one line, exit 2).
 """
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import json
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -126,7 +127,10 @@ def load_case(path: Path) -> Case:
 
 
 def load_cases(folder: Path = CORPUS) -> list[Case]:
-    return [load_case(p) for p in sorted(folder.glob("*.yaml"))]
+    paths = sorted(folder.glob("*.yaml"))
+    if not paths:
+        raise CorpusProblem(f"{folder}: no case files (*.yaml) there")
+    return [load_case(p) for p in paths]
 
 
 # ------------------------------------------------------------------------------- replay
@@ -308,11 +312,46 @@ def summary(results: list[Replay], max_steps: int) -> list[str]:
     ]
 
 
+def as_json(results: list[Replay], max_steps: int, extractor: bool) -> dict[str, Any]:
+    def figures(part: list[Replay]) -> dict[str, Any]:
+        n = len(part)
+        return {
+            "cases": n,
+            "top1": sum(r.rank_final == 1 for r in part),
+            "top3": sum(r.rank_final <= 3 for r in part),
+            "median_steps_to_first": _median_to_first(part, max_steps),
+            "intake_top3": sum(r.rank_intake <= 3 for r in part),
+        }
+
+    return {
+        "max_steps": max_steps,
+        "intake_extractor": extractor,
+        "splits": {s: figures([r for r in results if r.case.split == s]) for s in SPLITS},
+        "cases": [
+            {
+                "case": r.case.name,
+                "split": r.case.split,
+                "cause": r.case.cause,
+                "rank_intake": r.rank_intake,
+                "rank_final": r.rank_final,
+                "first_at": r.first_at,
+                "steps": [{"kind": k, "fact": f, "outcome": o} for k, f, o in r.steps],
+                "intake": r.intake_facts,
+                "unrecorded": r.unrecorded,
+                "stuck": r.stuck,
+                "reoffered": r.reoffered,
+            }
+            for r in results
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8, help="questions or steps per case")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="folder of case files")
     parser.add_argument("--verbose", action="store_true", help="print every step taken")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
 
     from ddpadvisor.errors import InputError
@@ -335,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: a recorded answer does not fit the KB: {exc}", file=sys.stderr)
         return 2
 
+    if args.json:
+        print(json.dumps(as_json(results, args.steps, extract is not None), indent=2))
+        return 0
     print(f"interview replay: {len(cases)} real reports, at most {args.steps} steps each")
     print(f"intake extractor: {'ddpadvisor.evidence.intake' if extract else 'none (no facts)'}")
     print()

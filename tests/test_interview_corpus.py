@@ -161,3 +161,16 @@ def test_next_steps_are_preferred_and_declined_facts_passed_on(kb) -> None:  # t
     assert result.first_at == 1
     assert "uses_lora" in engine.calls[-1]  # the engine is told what was declined
     assert result.stuck  # everything offered has been taken, budget left over
+
+
+def test_bad_corpus_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert bench.main(["--corpus", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "no case files" in err and "\n" not in err
+    (tmp_path / "01-x.yaml").write_text(
+        "url: https://github.com/a/b/issues/1\ntitle: t\nnarrative: n\nresolution: r\n"
+        "cause: no-such-cause\nsplit: tuned\nanswers: {}\n",
+        encoding="utf-8",
+    )
+    assert bench.main(["--corpus", str(tmp_path)]) == 2
+    assert "cause 'no-such-cause' is not in the KB" in capsys.readouterr().err
