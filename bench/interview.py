@@ -1,0 +1,411 @@
+"""A realistic measure of the interview: real, resolved public reports replayed as users.
+
+Each file in ``bench/interview_corpus/`` is one public report (a GitHub issue or PR, or a
+forum thread) of a DDP training problem whose resolution the thread states. It records the
+reporter's account (``narrative``, ``intake``), the cause the thread resolved to, and what that
+reporter would answer to each question of the knowledge base, read from the narrative alone
+(``answers``; anything not recorded is "don't know"), plus what a probe or trace would have
+shown where the thread itself reports such a measurement (``measured``).
+
+The replay starts from the facts the intake text yields (``ddpadvisor.evidence.intake`` when it
+exists, otherwise none). The simulated user confirms an extracted fact that agrees with their
+recorded answer, corrects one that disagrees, and rejects one they have no answer for (it would
+put words in their mouth). Then it takes the tool's best next step at most ``--steps`` times:
+``Diagnosis.next_steps`` when the engine offers it, else ``Diagnosis.next_questions``. Asked
+steps are answered from ``answers``; probe, trace and scan steps from ``measured`` (then
+``answers``). A step with no recorded value is declined and never taken again; when the engine's
+``diagnose`` accepts a ``declined`` argument, the declined facts are passed to it.
+
+The ``split`` of every case was fixed when the corpus was collected (every third case in the
+order the reports were found is held out). Tune on the ``tuned`` part only; report both.
+
+    python bench/interview.py [--steps 8] [--verbose] [--json]
+
+It prints figures and exits 0 (a malformed corpus file: one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+if TYPE_CHECKING:
+    from ddpadvisor.engine.diagnose import Engine
+    from ddpadvisor.kb.model import KnowledgeBase
+    from ddpadvisor.observation import Observation
+    from ddpadvisor.report.models import Diagnosis
+
+CORPUS = Path(__file__).resolve().parent / "interview_corpus"
+SPLITS = ("tuned", "heldout")
+REQUIRED = ("url", "title", "narrative", "resolution", "cause", "split", "answers")
+OPTIONAL = ("measured", "intake", "reviewed_unknown", "cause_note")
+CATCH_ALL = "other"  # the engine's id for "no catalogued fault"
+MEASURED_KINDS = ("probe", "trace", "scan", "script")
+
+
+class CorpusProblem(ValueError):
+    """A corpus file that does not have the form the replay needs."""
+
+
+@dataclass
+class Case:
+    path: Path
+    url: str
+    title: str
+    narrative: str
+    resolution: str
+    cause: str
+    split: str
+    answers: dict[str, Any]
+    measured: dict[str, Any] = field(default_factory=dict)
+    intake: str = ""
+    reviewed_unknown: list[str] = field(default_factory=list)
+    cause_note: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def _mapping(path: Path, data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise CorpusProblem(f"{path}: '{key}' must be a mapping of fact id to value")
+    return {str(k): v for k, v in value.items()}
+
+
+def load_case(path: Path) -> Case:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise CorpusProblem(f"{path}{line}: not valid YAML") from exc
+    except OSError as exc:
+        raise CorpusProblem(f"{path}: cannot be read ({exc.strerror})") from exc
+    if not isinstance(data, dict):
+        raise CorpusProblem(f"{path}: a case file must be a mapping")
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        raise CorpusProblem(f"{path}: missing field(s) {', '.join(missing)}")
+    unknown = sorted(set(data) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise CorpusProblem(f"{path}: unknown field(s) {', '.join(unknown)}")
+    for key in ("url", "title", "narrative", "resolution", "cause", "split"):
+        if not isinstance(data[key], str) or not data[key].strip():
+            raise CorpusProblem(f"{path}: '{key}' must be non-empty text")
+    if data["split"] not in SPLITS:
+        raise CorpusProblem(f"{path}: split must be one of {', '.join(SPLITS)}")
+    reviewed = data.get("reviewed_unknown") or []
+    if not isinstance(reviewed, list) or not all(isinstance(f, str) for f in reviewed):
+        raise CorpusProblem(f"{path}: 'reviewed_unknown' must be a list of fact ids")
+    return Case(
+        path=path,
+        url=data["url"].strip(),
+        title=data["title"].strip(),
+        narrative=data["narrative"].strip(),
+        resolution=data["resolution"].strip(),
+        cause=data["cause"].strip(),
+        split=data["split"],
+        answers=_mapping(path, data, "answers"),
+        measured=_mapping(path, data, "measured"),
+        intake=str(data.get("intake") or data["narrative"]).strip(),
+        reviewed_unknown=list(reviewed),
+        cause_note=str(data.get("cause_note") or "").strip(),
+    )
+
+
+def load_cases(folder: Path = CORPUS) -> list[Case]:
+    paths = sorted(folder.glob("*.yaml"))
+    if not paths:
+        raise CorpusProblem(f"{folder}: no case files (*.yaml) there")
+    return [load_case(p) for p in paths]
+
+
+# ------------------------------------------------------------------------------- replay
+@dataclass
+class Replay:
+    case: Case
+    intake_facts: list[str]  # "fact=value (confirmed|corrected|rejected)"
+    intake_counts: dict[str, int]
+    rank_intake: int
+    rank_final: int
+    first_at: int | None  # steps taken when the true cause first ranked first
+    steps: list[tuple[str, str, str]]  # (kind, fact, "answered" | "declined")
+    reoffered: int  # times a declined fact came back among the offered steps
+    stuck: bool  # every offered step had been declined before the budget ran out
+    unrecorded: list[str]  # asked facts with no recorded answer and not reviewed
+
+
+def _intake_extractor() -> Any:
+    try:
+        module = importlib.import_module("ddpadvisor.evidence.intake")
+    except ImportError:
+        return None
+    return getattr(module, "extract", None)
+
+
+def _rank(diagnosis: Diagnosis, cause: str) -> int:
+    for out in diagnosis.causes:
+        if out.id == cause:
+            return out.rank
+    return len(diagnosis.causes) + 1
+
+
+def _offered(diagnosis: Diagnosis, kb: KnowledgeBase) -> list[tuple[str, tuple[str, ...]]]:
+    """(kind, facts) of every next step the diagnosis offers, best first.
+
+    A question settles one fact; a probe, trace or scan step may name several (``facts``).
+    """
+    steps = getattr(diagnosis, "next_steps", None)
+    out: list[tuple[str, tuple[str, ...]]] = []
+    if steps:
+        for step in steps:
+            fact = getattr(step, "fact", None)
+            many = [fact] if fact else list(getattr(step, "facts", None) or [])
+            facts = tuple(str(f) for f in many if str(f) in kb.facts)
+            if facts:
+                out.append((str(getattr(step, "kind", "ask")), facts))
+        return out
+    for q in diagnosis.next_questions:
+        out.append(("ask" if q.how == "ask" else q.how, (q.fact,)))
+    return out
+
+
+def _diagnose(engine: Engine, observations: list[Observation], declined: set[str]) -> Diagnosis:
+    params = inspect.signature(engine.diagnose).parameters
+    if "declined" in params:
+        return engine.diagnose(list(observations), declined=set(declined))  # type: ignore[call-arg]
+    return engine.diagnose(list(observations))
+
+
+def _observe(kb: KnowledgeBase, case: Case, fact: str, value: Any, where: str) -> Observation:
+    from ddpadvisor.observation import observe
+
+    obs = observe(kb, fact, value, "answer", where)
+    if obs is None:
+        raise CorpusProblem(f"{case.path}: {fact}: an explicit 'unknown' is the default; omit it")
+    return obs
+
+
+def replay(engine: Engine, case: Case, max_steps: int, extract: Any) -> Replay:
+    from ddpadvisor.kb.values import ValueProblem
+    from ddpadvisor.observation import UnknownFact
+
+    kb = engine.kb
+    observations: list[Observation] = []
+    intake_facts: list[str] = []
+    counts = {"confirmed": 0, "corrected": 0, "rejected": 0}
+    unrecorded: list[str] = []
+    if extract is not None:
+        for item in extract(kb, case.intake):
+            fact = str(item.fact)
+            if fact not in kb.facts:
+                continue
+            recorded = case.answers.get(fact)
+            if recorded is None:
+                outcome = "rejected"
+                if fact not in case.reviewed_unknown and fact not in unrecorded:
+                    unrecorded.append(fact)
+            else:
+                try:
+                    same = (
+                        _observe(kb, case, fact, item.value, "intake").value
+                        == _observe(kb, case, fact, recorded, "intake").value
+                    )
+                except (UnknownFact, ValueProblem):
+                    same = False
+                outcome = "confirmed" if same else "corrected"
+                observations.append(_observe(kb, case, fact, recorded, "intake"))
+            counts[outcome] += 1
+            intake_facts.append(f"{fact}={item.value} ({outcome})")
+    declined: set[str] = set()
+    diagnosis = _diagnose(engine, observations, declined)
+    rank_intake = _rank(diagnosis, case.cause)
+    first_at = 0 if rank_intake == 1 else None
+    taken: set[str] = {o.fact for o in observations}
+    steps: list[tuple[str, str, str]] = []
+    reoffered = 0
+    stuck = False
+    while len(steps) < max_steps:
+        offered = _offered(diagnosis, kb)
+        reoffered += sum(1 for _, facts in offered for f in facts if f in declined)
+        fresh = [(k, facts) for k, facts in offered if any(f not in taken for f in facts)]
+        if not fresh:
+            stuck = bool(offered)
+            break
+        kind, facts = fresh[0]
+        answered = []
+        for fact in facts:
+            if fact in taken:
+                continue
+            taken.add(fact)
+            if kind in MEASURED_KINDS:
+                value = case.measured.get(fact, case.answers.get(fact))
+            else:
+                value = case.answers.get(fact)
+            if value is None:
+                declined.add(fact)
+                if fact not in case.reviewed_unknown:
+                    unrecorded.append(fact)
+            else:
+                observations.append(_observe(kb, case, fact, value, f"{case.name} ({kind})"))
+                answered.append(fact)
+        label = ",".join(facts)
+        steps.append((kind, label, "answered" if answered else "declined"))
+        diagnosis = _diagnose(engine, observations, declined)
+        if first_at is None and _rank(diagnosis, case.cause) == 1:
+            first_at = len(steps)
+    return Replay(
+        case=case,
+        intake_facts=intake_facts,
+        intake_counts=counts,
+        rank_intake=rank_intake,
+        rank_final=_rank(diagnosis, case.cause),
+        first_at=first_at,
+        steps=steps,
+        reoffered=reoffered,
+        stuck=stuck,
+        unrecorded=unrecorded,
+    )
+
+
+# ------------------------------------------------------------------------------- report
+def _pct(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "0/0"
+
+
+def _median_to_first(results: list[Replay], max_steps: int) -> str:
+    values = [r.first_at if r.first_at is not None else max_steps + 1 for r in results]
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    return f">{max_steps}" if med > max_steps else f"{med:g}"
+
+
+def summary(results: list[Replay], max_steps: int) -> list[str]:
+    n = len(results)
+    intake = {k: sum(r.intake_counts[k] for r in results) for k in ("confirmed", "corrected")}
+    rejected = sum(r.intake_counts["rejected"] for r in results)
+    recorded = sum(len(r.case.answers) for r in results)
+    return [
+        f"  cases                              {n}",
+        f"  top-1 after <= {max_steps} steps              "
+        f"{_pct(sum(r.rank_final == 1 for r in results), n)}",
+        f"  top-3 after <= {max_steps} steps              "
+        f"{_pct(sum(r.rank_final <= 3 for r in results), n)}",
+        f"  median steps to first              {_median_to_first(results, max_steps)}",
+        f"  top-3 from the intake text alone   {_pct(sum(r.rank_intake <= 3 for r in results), n)}",
+        f"  intake facts confirmed/corrected/rejected  {intake['confirmed']}/"
+        f"{intake['corrected']}/{rejected} (recorded answers in these cases: {recorded})",
+    ]
+
+
+def as_json(results: list[Replay], max_steps: int, extractor: bool) -> dict[str, Any]:
+    def figures(part: list[Replay]) -> dict[str, Any]:
+        n = len(part)
+        return {
+            "cases": n,
+            "top1": sum(r.rank_final == 1 for r in part),
+            "top3": sum(r.rank_final <= 3 for r in part),
+            "median_steps_to_first": _median_to_first(part, max_steps),
+            "intake_top3": sum(r.rank_intake <= 3 for r in part),
+        }
+
+    return {
+        "max_steps": max_steps,
+        "intake_extractor": extractor,
+        "splits": {s: figures([r for r in results if r.case.split == s]) for s in SPLITS},
+        "cases": [
+            {
+                "case": r.case.name,
+                "split": r.case.split,
+                "cause": r.case.cause,
+                "rank_intake": r.rank_intake,
+                "rank_final": r.rank_final,
+                "first_at": r.first_at,
+                "steps": [{"kind": k, "fact": f, "outcome": o} for k, f, o in r.steps],
+                "intake": r.intake_facts,
+                "unrecorded": r.unrecorded,
+                "stuck": r.stuck,
+                "reoffered": r.reoffered,
+            }
+            for r in results
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=8, help="questions or steps per case")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="folder of case files")
+    parser.add_argument("--verbose", action="store_true", help="print every step taken")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+
+    from ddpadvisor.errors import InputError
+    from ddpadvisor.kb.values import ValueProblem
+    from ddpadvisor.observation import UnknownFact
+    from ddpadvisor.service import load_engine
+
+    try:
+        cases = load_cases(args.corpus)
+        engine = load_engine()
+        extract = _intake_extractor()
+        for case in cases:
+            if case.cause != CATCH_ALL and case.cause not in engine.kb.causes:
+                raise CorpusProblem(f"{case.path}: cause '{case.cause}' is not in the KB")
+        results = [replay(engine, case, args.steps, extract) for case in cases]
+    except (CorpusProblem, InputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (UnknownFact, ValueProblem) as exc:
+        print(f"error: a recorded answer does not fit the KB: {exc}", file=sys.stderr)
+        return 2
+
+    if args.json:
+        print(json.dumps(as_json(results, args.steps, extract is not None), indent=2))
+        return 0
+    print(f"interview replay: {len(cases)} real reports, at most {args.steps} steps each")
+    print(f"intake extractor: {'ddpadvisor.evidence.intake' if extract else 'none (no facts)'}")
+    print()
+    print(f"{'case':34} {'split':7} {'cause':36} intake final first  unrecorded asked facts")
+    for r in results:
+        first = "-" if r.first_at is None else str(r.first_at)
+        print(
+            f"{r.case.name:34} {r.case.split:7} {r.case.cause:36} {r.rank_intake:>6} "
+            f"{r.rank_final:>5} {first:>5}  {', '.join(r.unrecorded) or '-'}"
+        )
+        if args.verbose:
+            if r.intake_facts:
+                print(f"    intake: {', '.join(r.intake_facts)}")
+            for kind, fact, outcome in r.steps:
+                print(f"    {kind:6} {fact:40} {outcome}")
+    print()
+    for split in SPLITS:
+        part = [r for r in results if r.case.split == split]
+        print(f"{split}:")
+        print("\n".join(summary(part, args.steps)))
+    print()
+    reoffered = sum(r.reoffered for r in results)
+    stuck = sum(r.stuck for r in results)
+    unrecorded = sorted({f for r in results for f in r.unrecorded})
+    print(f"declined facts offered again       {reoffered} (over all cases and steps)")
+    print(f"cases stuck (all offers declined)  {stuck}")
+    print(f"asked facts with no review yet     {len(unrecorded)}: {', '.join(unrecorded) or '-'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""The interview corpus (bench/interview_corpus): every case is well-formed against the KB."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pytest
+
+from ddpadvisor.observation import observe
+from ddpadvisor.service import load_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+URL = re.compile(
+    r"^https://(github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+"
+    r"|discuss\.pytorch\.org/t/[\w-]+/\d+(/\d+)?"
+    r"|discuss\.huggingface\.co/t/[\w-]+/\d+(/\d+)?)$"
+)
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_interview", ROOT / "bench/interview.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+CASES = bench.load_cases()
+
+
+@pytest.fixture(scope="module")
+def kb():  # type: ignore[no-untyped-def]
+    return load_engine().kb
+
+
+def test_corpus_size_and_held_out_third() -> None:
+    assert len(CASES) >= 30
+    held = sum(c.split == "heldout" for c in CASES)
+    assert 0.28 <= held / len(CASES) <= 0.40
+
+
+def test_split_follows_the_rule_fixed_at_collection() -> None:
+    # Every third case in the order found (the file's number) is held out; nobody moves one.
+    for case in CASES:
+        number = int(case.name.split("-", 1)[0])
+        assert case.split == ("heldout" if number % 3 == 0 else "tuned"), case.name
+
+
+def test_urls_are_public_threads_and_unique() -> None:
+    urls = [c.url for c in CASES]
+    assert len(set(urls)) == len(urls)
+    for case in CASES:
+        assert URL.match(case.url), f"{case.name}: {case.url}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_case_fits_the_kb(case, kb) -> None:  # type: ignore[no-untyped-def]
+    if case.cause == bench.CATCH_ALL:
+        assert case.cause_note, "a case resolved to 'other' says why no cause fits"
+    else:
+        assert case.cause in kb.causes
+    for fact, value in case.answers.items():
+        assert observe(kb, fact, value, "answer", case.name) is not None, fact
+    for fact, value in case.measured.items():
+        assert observe(kb, fact, value, "probe", case.name) is not None, fact
+        assert {"probe", "trace"} & set(kb.facts[fact].sources), f"{fact} is not measured"
+    recorded = set(case.answers) | set(case.measured)
+    for fact in case.reviewed_unknown:
+        assert fact in kb.facts, fact
+        assert fact not in recorded, f"{fact} is both recorded and reviewed-unknown"
+    assert case.resolution not in case.narrative
+
+
+def test_loader_names_the_file_and_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "01-bad.yaml"
+    bad.write_text("url: https://github.com/a/b/issues/1\ntitle: t\n", encoding="utf-8")
+    with pytest.raises(bench.CorpusProblem, match=r"01-bad\.yaml: missing field\(s\) narrative"):
+        bench.load_cases(tmp_path)
+    bad.write_text("title: [unclosed\n", encoding="utf-8")
+    with pytest.raises(bench.CorpusProblem, match=r"01-bad\.yaml:\d+: not valid YAML"):
+        bench.load_cases(tmp_path)
+
+
+def test_replay_never_takes_a_declined_fact_twice(kb) -> None:  # type: ignore[no-untyped-def]
+    engine = load_engine()
+    case = bench.Case(
+        path=Path("00-synthetic.yaml"),
+        url="https://github.com/a/b/issues/1",
+        title="t",
+        narrative="n",
+        resolution="r",
+        cause="no-distributed-sampler",
+        split="tuned",
+        answers={"uses_distributed_sampler": False},
+    )
+    result = bench.replay(engine, case, 8, None)
+    facts = [fact for _, fact, _ in result.steps]
+    assert len(facts) == len(set(facts))
+    declined = [fact for _, fact, outcome in result.steps if outcome == "declined"]
+    assert result.unrecorded == declined  # nothing reviewed, so every declined fact is listed
+
+
+def _case(**over):  # type: ignore[no-untyped-def]
+    fields = {
+        "path": Path("00-synthetic.yaml"),
+        "url": "https://github.com/a/b/issues/1",
+        "title": "t",
+        "narrative": "n",
+        "resolution": "r",
+        "cause": "no-distributed-sampler",
+        "split": "tuned",
+        "answers": {"uses_distributed_sampler": False, "world_size": 4},
+    }
+    fields.update(over)
+    return bench.Case(**fields)
+
+
+def test_intake_facts_are_confirmed_corrected_or_rejected() -> None:
+    engine = load_engine()
+    said = {"uses_distributed_sampler": False, "world_size": 2, "uses_lora": True}
+
+    def extract(kb, text):  # type: ignore[no-untyped-def]
+        return [SimpleNamespace(fact=f, value=v, phrase=text) for f, v in said.items()]
+
+    result = bench.replay(engine, _case(), 0, extract)
+    assert result.intake_counts == {"confirmed": 1, "corrected": 1, "rejected": 1}
+    assert "world_size=2 (corrected)" in result.intake_facts
+    assert result.unrecorded == ["uses_lora"]  # rejected and never reviewed: flagged
+
+
+class _StepEngine:
+    """An engine whose diagnosis offers next_steps: one trace step naming two facts, then an ask."""
+
+    def __init__(self, kb):  # type: ignore[no-untyped-def]
+        self.kb = kb
+        self.calls: list[set[str]] = []
+
+    def diagnose(self, observations, declined=frozenset()):  # type: ignore[no-untyped-def]
+        self.calls.append(set(declined))
+        seen = {o.fact for o in observations}
+        cause = SimpleNamespace(id="no-distributed-sampler", rank=1 if seen else 2)
+        steps = [
+            SimpleNamespace(kind="trace", facts=["sampler_shards_overlap", "world_size"]),
+            SimpleNamespace(kind="ask", fact="uses_lora"),
+        ]
+        return SimpleNamespace(causes=[cause], next_steps=steps, next_questions=[])
+
+
+def test_next_steps_are_preferred_and_declined_facts_passed_on(kb) -> None:  # type: ignore[no-untyped-def]
+    engine = _StepEngine(kb)
+    case = _case(measured={"sampler_shards_overlap": True})
+    result = bench.replay(engine, case, 8, None)
+    assert result.steps[0] == ("trace", "sampler_shards_overlap,world_size", "answered")
+    assert result.steps[1] == ("ask", "uses_lora", "declined")
+    assert result.first_at == 1
+    assert "uses_lora" in engine.calls[-1]  # the engine is told what was declined
+    assert result.stuck  # everything offered has been taken, budget left over
+
+
+def test_bad_corpus_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert bench.main(["--corpus", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "no case files" in err and "\n" not in err
+    (tmp_path / "01-x.yaml").write_text(
+        "url: https://github.com/a/b/issues/1\ntitle: t\nnarrative: n\nresolution: r\n"
+        "cause: no-such-cause\nsplit: tuned\nanswers: {}\n",
+        encoding="utf-8",
+    )
+    assert bench.main(["--corpus", str(tmp_path)]) == 2
+    assert "cause 'no-such-cause' is not in the KB" in capsys.readouterr().err
