@@ -90,11 +90,12 @@ def main() -> None:
         best = next(iter(index.search(query)), None)
         shown = f"{best.score:.2f} {best.claim.id}" if best else "0.00"
         print(f"  best {shown:<48} <- {query}")
-    lows = []
-    for query, want in TUNED + HELD_OUT:
-        found = [m for m in index.search(query) if m.claim.id == want]
-        lows.append(found[0].score if found else 0.0)
-    print(f"  lowest score of a paraphrase's own claim: {min(lows):.2f}")
+    for name, pairs in (("tuned", TUNED), ("held-out", HELD_OUT)):
+        lows = []
+        for query, want in pairs:
+            found = [m for m in index.search(query) if m.claim.id == want]
+            lows.append(found[0].score if found else 0.0)
+        print(f"  lowest score of a {name} paraphrase's own claim: {min(lows):.2f}")
 
 
 if __name__ == "__main__":

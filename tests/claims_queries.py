@@ -60,4 +60,6 @@ UNRELATED: list[tuple[str, str]] = [
     ("每个 epoch 结束之后怎么保存验证集上最好的模型", "call-set-epoch"),
     ("how do I plot the learning rate schedule in tensorboard", "linear-lr-scaling-too-aggressive"),
     ("升级到 1.0 版本的 accelerate 之后怎么写配置文件", "clip-at-one"),
+    ("怎么用 wandb 记录训练曲线和显存占用", "log-grad-norm-curve"),
+    ("多机训练的时候 NCCL 报超时错误该怎么排查", "ddp-allreduce-is-reliable"),
 ]

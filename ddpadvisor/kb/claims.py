@@ -23,10 +23,13 @@ from dataclasses import dataclass
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.schema import Claim
 
-# Below this score a row is not offered as the answer (see tests/test_claims_lookup.py).
-THRESHOLD = 0.2
+# Below this score a row is not offered as the answer (chosen in bench/claims_lookup.py).
+THRESHOLD = 0.27
 
 _LATIN = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)*")
+_SENTENCE = re.compile(r"[。！？!?；;\n]+|(?<=[a-z)])\.\s+")
+_CLAUSE = re.compile(r"[，,、：:（）()]+")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 _STOP = frozenset(
     "the a an to of and or is in on it be with for your you try that this if by at as are do "
@@ -39,14 +42,22 @@ _CJK_STOP = frozenset(
     "其实 然后 还有 另外 或者 是不 不是 一个 有时 时候 什么 怎么 这样 那样 因为 所以 "
     "应该 需要 已经 还是 也是 我之 也遇 遇到 到过 过类 类似 似的 的情 情况".split()
 )
-# A query term no claim contains carries this weight: it dilutes the query's coverage (the
-# query talks about something else too) without the full weight of the rarest claim term.
-_UNSEEN_WEIGHT = 1.0
+# Weight of a query term that no claim contains: it lowers the query's coverage, since the
+# query talks about something else too. An unknown English word is a whole word (wandb,
+# tensorboard) and weighs more than the rarest claim term (idf about 4.1); an unknown Chinese
+# bigram is mostly the seam between two words (e.g. 时换 in 训练时换成) and weighs little.
+_UNSEEN_LATIN = 5.0
+_UNSEEN_CJK = 1.0
+# An English keyword phrase of at least this many words, found whole in the query, stands
+# for the claim: the claim counts as fully covered.
+_PHRASE_TERMS = 3
 
 
 def _stem(word: str) -> str:
     """A light English stemmer: synchronised/synchronized/synchronises share one stem."""
     word = re.sub(r"is(e|ed|es|ing|ation|ations)$", r"iz\1", word)
+    if word.endswith("ss"):
+        return word
     for suffix in ("ations", "ation", "ings", "ing", "ies", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]
@@ -58,6 +69,9 @@ def terms(text: str) -> set[str]:
     text = unicodedata.normalize("NFKC", text).lower()
     out: set[str] = set()
     for token in _LATIN.findall(text):
+        if _NUMBER.fullmatch(token):
+            out.add(token)
+            continue
         parts = token.split(".")
         if len(parts) > 1:
             out.add(token)
@@ -71,15 +85,39 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
-def _views(claim: Claim) -> tuple[set[str], set[str]]:
-    """The claim's English and Chinese terms (keywords join the language they are written in)."""
+@dataclass(frozen=True)
+class View:
+    """One language of a claim: the terms a query can match, and those of its text alone."""
+
+    terms: frozenset[str]
+    text: frozenset[str]
+    phrases: tuple[frozenset[str], ...] = ()
+
+
+def _views(claim: Claim) -> tuple[View, ...]:
+    """The claim's English, Chinese and combined views (keywords join their language)."""
     latin_kw = [k for k in claim.keywords if not has_cjk(k)]
     cjk_kw = [k for k in claim.keywords if has_cjk(k)]
-    en = terms(claim.text) | terms(" ; ".join(latin_kw))
-    zh_text = (claim.zh or {}).get("text")
-    zh = terms(zh_text) if isinstance(zh_text, str) else set()
-    zh |= terms(" ; ".join(cjk_kw))
-    return en, zh
+    en_text = terms(claim.text)
+    zh_value = (claim.zh or {}).get("text")
+    zh_text = terms(zh_value) if isinstance(zh_value, str) else set()
+    en = en_text | terms(" ; ".join(latin_kw))
+    zh = zh_text | terms(" ; ".join(cjk_kw))
+    en_phrases = _phrases(latin_kw)
+    return (
+        View(frozenset(en), frozenset(en_text), en_phrases),
+        View(frozenset(zh), frozenset(zh_text or zh)),
+        View(frozenset(en | zh), frozenset(en_text | zh_text), en_phrases),
+    )
+
+
+def _phrases(keywords: list[str]) -> tuple[frozenset[str], ...]:
+    """English keyword phrases specific enough to stand for the claim (3+ words).
+
+    Chinese keywords are not used this way: a four-character word is already three bigrams,
+    which unrelated text contains by accident.
+    """
+    return tuple(p for p in (frozenset(terms(k)) for k in keywords) if len(p) >= _PHRASE_TERMS)
 
 
 @dataclass(frozen=True)
@@ -95,31 +133,46 @@ class ClaimIndex:
         self.claims = claims
         self.views = [_views(c) for c in claims]
         df: dict[str, int] = {}
-        for en, zh in self.views:
-            for t in en | zh:
+        for views in self.views:
+            for t in views[-1].terms:
                 df[t] = df.get(t, 0) + 1
         n = len(claims)
         self.idf = {t: math.log(1 + (n - k + 0.5) / (k + 0.5)) for t, k in df.items()}
 
     def _weight(self, t: str) -> float:
-        return self.idf.get(t, _UNSEEN_WEIGHT)
+        if t in self.idf:
+            return self.idf[t]
+        return _UNSEEN_CJK if _CJK.match(t) else _UNSEEN_LATIN
 
-    def score(self, query: set[str], view: set[str]) -> float:
-        if not query or not view:
-            return 0.0
-        matched = sum(self._weight(t) for t in query & view)
+    def score(self, query: frozenset[str], view: View) -> float:
+        """sqrt(query coverage x claim coverage).
+
+        Keywords add matches without lengthening the claim; the claim's coverage is that of
+        its text or of its best keyword phrase, whichever the query covers better.
+        """
+        matched = sum(self._weight(t) for t in query & view.terms)
         if not matched:
             return 0.0
         q_total = sum(self._weight(t) for t in query)
-        d_total = sum(self._weight(t) for t in view)
-        return math.sqrt((matched / q_total) * (matched / d_total))
+        d_total = sum(self._weight(t) for t in view.text)
+        text_cover = min(1.0, matched / d_total) if d_total else 0.0
+        phrase = any(p <= query for p in view.phrases)
+        claim_cover = 1.0 if phrase else text_cover
+        return math.sqrt((matched / q_total) * claim_cover)
 
     def search(self, text: str) -> list[Match]:
-        """Every claim with a nonzero score, best first."""
-        query = terms(text)
+        """Every claim with a nonzero score, best first.
+
+        A pasted answer usually gives several tips, one per sentence: each sentence is
+        scored on its own as well as the whole text, and a claim keeps its best score.
+        """
+        sentences = [p for p in _SENTENCE.split(text) if p.strip()]
+        pieces = [text, *sentences]
+        pieces += [c for p in sentences for c in _CLAUSE.split(p) if c.strip()]
+        queries = [q for q in dict.fromkeys(frozenset(terms(p)) for p in pieces) if q]
         found = []
-        for claim, (en, zh) in zip(self.claims, self.views, strict=True):
-            s = max(self.score(query, en), self.score(query, zh), self.score(query, en | zh))
+        for claim, views in zip(self.claims, self.views, strict=True):
+            s = max((self.score(q, v) for q in queries for v in views), default=0.0)
             if s > 0:
                 found.append(Match(s, claim))
         found.sort(key=lambda m: (-m.score, m.claim.id))
