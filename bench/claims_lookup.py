@@ -47,7 +47,9 @@ def report(name: str, ranks: list[int | None]) -> None:
     n = len(ranks)
     top1 = sum(r == 1 for r in ranks)
     top3 = sum(r is not None and r <= 3 for r in ranks)
-    print(f"{name:<22} n={n:<3} top-1 {top1}/{n} ({top1 / n:.0%})  top-3 {top3}/{n} ({top3 / n:.0%})")
+    print(
+        f"{name:<22} n={n:<3} top-1 {top1}/{n} ({top1 / n:.0%})  top-3 {top3}/{n} ({top3 / n:.0%})"
+    )
 
 
 def main() -> None:

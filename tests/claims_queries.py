@@ -23,7 +23,10 @@ TUNED: list[tuple[str, str]] = [
         "grad-scaler-unsynced-across-ranks",
     ),
     ("记得每个 epoch 开头调用 sampler.set_epoch，不然每轮 shuffle 都一样", "call-set-epoch"),
-    ("loss 里用了 mean，再被 DDP 平均一次就等于多除了一遍 batch size", "mean-reduction-double-scales"),
+    (
+        "loss 里用了 mean，再被 DDP 平均一次就等于多除了一遍 batch size",
+        "mean-reduction-double-scales",
+    ),
     ("前几百步 loss 抖一抖很正常，别慌，看整体趋势在不在降", "early-jumps-are-normal"),
     ("V100 不支持 bf16，跑的其实是 fp16，loss 跳可能是溢出出了 inf/nan", "fp16-on-v100-overflow"),
     ("改成 fp16 混合精度训练，loss 会平稳不少", "use-fp16-to-stabilise"),
@@ -31,16 +34,25 @@ TUNED: list[tuple[str, str]] = [
         "find_unused_parameters 设成 True 会让有些层梯度同步不正常，改成 False",
         "find-unused-parameters-corrupts-sync",
     ),
-    ("先在单卡上用梯度累积凑到同样的全局 batch，跟 DDP 的曲线比一比", "single-gpu-accumulation-reference"),
+    (
+        "先在单卡上用梯度累积凑到同样的全局 batch，跟 DDP 的曲线比一比",
+        "single-gpu-accumulation-reference",
+    ),
     ("试试把 NCCL 的算法从 ring 换成 tree", "nccl-ring-to-tree"),
 ]
 
 HELD_OUT: list[tuple[str, str]] = [
     ("LoRA 跟 DDP 没啥关系，分布式下不会有什么坑", "lora-has-no-ddp-pitfalls"),
-    ("把学习率降到现在的四分之一左右，batch 变大后 lr 别线性放那么多", "linear-lr-scaling-too-aggressive"),
+    (
+        "把学习率降到现在的四分之一左右，batch 变大后 lr 别线性放那么多",
+        "linear-lr-scaling-too-aggressive",
+    ),
     ("每个卡上的 DistributedSampler 给不同的 seed，打乱得更彻底", "per-rank-sampler-seed"),
     ("梯度裁剪干脆关掉，或者 max_norm 开到 5，看看还炸不炸", "disable-or-loosen-clipping"),
-    ("打印下 loss 看看是不是只有 rank0 的，没有 all_reduce 过的 loss 看着会很乱", "rank0-only-loss-logging"),
+    (
+        "打印下 loss 看看是不是只有 rank0 的，没有 all_reduce 过的 loss 看着会很乱",
+        "rank0-only-loss-logging",
+    ),
     ("换 DeepSpeed ZeRO-2 吧，loss 能稳很多", "zero-stage-2-stabilises"),
 ]
 
@@ -55,11 +67,11 @@ NONSENSE: list[str] = [
 ]
 
 # About training but about nothing a claim says; each shares words with a CORRECT claim
-# (set_epoch's "epoch", the lr claim's "learning rate", the clip claim's "1.0").
+# (set_epoch's "epoch", the lr claim's "learning rate", the clip claim's "1.0", ...).
 UNRELATED: list[tuple[str, str]] = [
     ("每个 epoch 结束之后怎么保存验证集上最好的模型", "call-set-epoch"),
     ("how do I plot the learning rate schedule in tensorboard", "linear-lr-scaling-too-aggressive"),
     ("升级到 1.0 版本的 accelerate 之后怎么写配置文件", "clip-at-one"),
     ("怎么用 wandb 记录训练曲线和显存占用", "log-grad-norm-curve"),
-    ("多机训练的时候 NCCL 报超时错误该怎么排查", "ddp-allreduce-is-reliable"),
+    ("多机训练的时候 NCCL 报超时错误该怎么排查", "lengthen-warmup"),
 ]
