@@ -41,6 +41,16 @@ TUNED: list[tuple[str, str]] = [
     ("试试把 NCCL 的算法从 ring 换成 tree", "nccl-ring-to-tree"),
 ]
 
+# English paraphrases (tuned too), beside those in tests/test_claims.py.
+ENGLISH: list[tuple[str, str]] = [
+    (
+        "the loss spikes because gradients are not synchronized across GPUs",
+        "unsynced-gradients-as-default-suspect",
+    ),
+    ("turn off torch.compile and compare", "disable-compile-ab"),
+    ("disable gradient clipping", "disable-or-loosen-clipping"),
+]
+
 HELD_OUT: list[tuple[str, str]] = [
     ("LoRA 跟 DDP 没啥关系，分布式下不会有什么坑", "lora-has-no-ddp-pitfalls"),
     (
@@ -65,6 +75,9 @@ NONSENSE: list[str] = [
     "猫咪为什么喜欢纸箱子",
     "best pizza in Naples",
 ]
+
+# One generic word is no tip: every claim is about DDP, the loss and gradients.
+GENERIC: list[str] = ["DDP", "lr", "loss", "梯度", "loss 震荡"]
 
 # About training but about nothing a claim says; each shares words with a CORRECT claim
 # (set_epoch's "epoch", the lr claim's "learning rate", the clip claim's "1.0", ...).

@@ -17,7 +17,7 @@ import pytest
 from ddpadvisor.kb.claims import THRESHOLD, has_cjk, index_for, lookup, pick_lang, terms
 from ddpadvisor.kb.load import load_kb
 from ddpadvisor.kb.model import KnowledgeBase
-from tests.claims_queries import HELD_OUT, NONSENSE, TUNED, UNRELATED
+from tests.claims_queries import ENGLISH, GENERIC, HELD_OUT, NONSENSE, TUNED, UNRELATED
 from tests.conftest import PYTHON, REPO, SEEDS
 
 # A worktree sits one level deeper than the checkout that holds shared/ beside it.
@@ -116,6 +116,12 @@ def test_a_chinese_tip_finds_its_claim_first(kb: KnowledgeBase, tip: str, claim_
     assert found[0][0] >= THRESHOLD
 
 
+@pytest.mark.parametrize(("tip", "claim_id"), ENGLISH)
+def test_an_english_tip_finds_its_claim_first(kb: KnowledgeBase, tip: str, claim_id: str) -> None:
+    found = lookup(kb, tip, limit=1)
+    assert found and found[0][1].id == claim_id, [(round(s, 2), c.id) for s, c in found]
+
+
 def test_every_cited_paragraph_finds_a_claim_citing_it_in_the_top_3(kb: KnowledgeBase) -> None:
     cited = {p for c in kb.claims.values() for p in c.provenance}
     missed = []
@@ -137,7 +143,7 @@ def test_a_claim_keyword_phrase_pasted_whole_wins(kb: KnowledgeBase) -> None:
 # -- and nothing else does ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("query", NONSENSE)
+@pytest.mark.parametrize("query", NONSENSE + GENERIC)
 def test_nonsense_finds_no_close_match(kb: KnowledgeBase, query: str) -> None:
     assert lookup(kb, query) == []
 

@@ -3,11 +3,13 @@
 A pasted tip (English or Chinese, a short paraphrase or a whole forum answer) is matched
 against every claim's English and Chinese text and keywords. Latin words and Chinese
 character bigrams are the terms; each is weighted by its inverse document frequency over the
-claims. A claim's score is the geometric mean of two coverages: the share of the query's
+claims. A claim's score is the geometric mean of two coverages, the share of the query's
 weight the claim matches and the share of the claim's weight the query matches, taken in the
-claim's better language. Both lie in [0, 1], so one threshold serves a five-word tip and a
-whole pasted answer; below it the lookup says "no close match" instead of offering an
-unrelated row that would read like a verdict.
+claim's better language (English, Chinese or both), and scaled down when the matched weight
+is too small to mean anything. A pasted answer is also scored sentence by sentence and
+clause by clause, since it usually gives several tips. Scores lie in [0, 1], so one
+threshold serves a five-word tip and a whole answer; below it the lookup says "no close
+match" instead of offering an unrelated row that would read like a verdict.
 """
 
 from __future__ import annotations
@@ -156,6 +158,9 @@ _UNSEEN_CJK = 1.0
 # An English keyword phrase of at least this many words, found whole in the query, stands
 # for the claim: the claim counts as fully covered.
 _PHRASE_TERMS = 3
+# A claim needs at least this much matched weight (one rare term, or several common ones)
+# for full marks; a query of one generic word (DDP, lr, loss) is no tip at all.
+MIN_EVIDENCE = 5.0
 
 
 def _stem(word: str) -> str:
@@ -250,20 +255,22 @@ class ClaimIndex:
         return _UNSEEN_CJK if _CJK.match(t) else _UNSEEN_LATIN
 
     def score(self, query: frozenset[str], view: View) -> float:
-        """sqrt(query coverage x claim coverage).
+        """sqrt(query coverage x claim coverage), scaled down when little matched at all.
 
-        Keywords add matches without lengthening the claim; the claim's coverage is that of
-        its text or of its best keyword phrase, whichever the query covers better.
+        The claim's length is its text plus the keyword terms the query matched: unmatched
+        keywords do not count against it. A whole English keyword phrase in the query
+        covers the claim fully.
         """
-        matched = sum(self._weight(t) for t in query & view.terms)
+        hits = query & view.terms
+        matched = sum(self._weight(t) for t in hits)
         if not matched:
             return 0.0
         q_total = sum(self._weight(t) for t in query)
-        d_total = sum(self._weight(t) for t in view.text)
-        text_cover = min(1.0, matched / d_total) if d_total else 0.0
+        d_total = sum(self._weight(t) for t in view.text | hits)
         phrase = any(p <= query for p in view.phrases)
-        claim_cover = 1.0 if phrase else text_cover
-        return math.sqrt((matched / q_total) * claim_cover)
+        claim_cover = 1.0 if phrase else matched / d_total
+        evidence = min(1.0, matched / MIN_EVIDENCE)
+        return evidence * math.sqrt((matched / q_total) * claim_cover)
 
     def search(self, text: str) -> list[Match]:
         """Every claim with a nonzero score, best first.
