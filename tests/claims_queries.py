@@ -64,6 +64,21 @@ HELD_OUT: list[tuple[str, str]] = [
         "rank0-only-loss-logging",
     ),
     ("换 DeepSpeed ZeRO-2 吧，loss 能稳很多", "zero-stage-2-stabilises"),
+    # Written after the scoring was settled; measured once, never tuned on.
+    (
+        "DDP 会自动把梯度 all-reduce 好，backward 完了每张卡上的梯度就已经是平均过的",
+        "ddp-allreduce-is-reliable",
+    ),
+    ("loss 偶尔一下子蹦到几十，多半是混合精度搞的", "spikes-to-tens-suggest-precision"),
+    ("把 Adam 的 eps 从 1e-8 改大到 1e-6 能让前期没那么跳", "raise-adam-eps"),
+    ("用 no_sync 包住前面几个 micro-step，最后一步再同步梯度", "use-no-sync-for-accumulation"),
+    ("LLaMA 用的是 RMSNorm，压根没有 BN，别往 BN 上想了", "llama-has-no-batchnorm"),
+    (
+        "freeze the first layers and unfreeze them later once the loss settles",
+        "freeze-then-unfreeze-layers",
+    ),
+    ("每张卡 bs=2 乘 4 张卡，全局 batch 其实只有 8", "global-batch-only-8"),
+    ("loss 用 sum 代替 mean，这样就不会被 DDP 平均掉", "switch-loss-to-sum"),
 ]
 
 # Nothing in the knowledge base is close to these.
