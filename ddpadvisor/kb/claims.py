@@ -33,122 +33,20 @@ _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 _SENTENCE = re.compile(r"[。！？!?；;\n]+|(?<=[a-z)])\.\s+")
 _CLAUSE = re.compile(r"[，,、：:（）()]+")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
-_STOP = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "to",
-        "of",
-        "and",
-        "or",
-        "is",
-        "in",
-        "on",
-        "it",
-        "be",
-        "with",
-        "for",
-        "your",
-        "you",
-        "try",
-        "that",
-        "this",
-        "if",
-        "by",
-        "at",
-        "as",
-        "are",
-        "do",
-        "does",
-        "can",
-        "could",
-        "should",
-        "would",
-        "will",
-        "may",
-        "might",
-        "not",
-        "no",
-        "so",
-        "then",
-        "than",
-        "my",
-        "me",
-        "i",
-        "we",
-        "our",
-        "they",
-        "them",
-        "what",
-        "which",
-        "who",
-        "how",
-        "when",
-        "where",
-        "why",
-        "there",
-        "here",
-        "some",
-        "any",
-        "all",
-        "its",
-        "into",
-        "from",
-        "about",
-    ]
+_STOP_WORDS = (
+    "the a an to of and or is in on it be with for your you try that this if by at as "
+    "are do does can could should would will may might not no so then than my me i we "
+    "our they them what which who how when where why there here some any all its into "
+    "from about"
 )
+_STOP = frozenset(_STOP_WORDS.split())
 # Filler bigrams of Chinese forum answers; they say nothing about the advice itself.
-_CJK_STOP = frozenset(
-    [
-        "试试",
-        "可以",
-        "一下",
-        "建议",
-        "如果",
-        "这个",
-        "那个",
-        "就是",
-        "的话",
-        "之前",
-        "我们",
-        "你们",
-        "看看",
-        "感觉",
-        "大概",
-        "概率",
-        "其实",
-        "然后",
-        "还有",
-        "另外",
-        "或者",
-        "是不",
-        "不是",
-        "一个",
-        "有时",
-        "时候",
-        "什么",
-        "怎么",
-        "这样",
-        "那样",
-        "因为",
-        "所以",
-        "应该",
-        "需要",
-        "已经",
-        "还是",
-        "也是",
-        "我之",
-        "也遇",
-        "遇到",
-        "到过",
-        "过类",
-        "类似",
-        "似的",
-        "的情",
-        "情况",
-    ]
+_CJK_FILLER = (
+    "试试 可以 一下 建议 如果 这个 那个 就是 的话 之前 我们 你们 看看 感觉 "
+    "大概 概率 其实 然后 还有 另外 或者 是不 不是 一个 有时 时候 什么 怎么 "
+    "这样 那样 因为 所以 应该 需要 已经 还是 也是 我之 也遇 遇到 到过 过类 类似 似的 的情 情况"
 )
+_CJK_STOP = frozenset(_CJK_FILLER.split())
 # Weight of a query term that no claim contains: it lowers the query's coverage, since the
 # query talks about something else too. An unknown English word is a whole word (wandb,
 # tensorboard) and weighs more than the rarest claim term (idf about 4.1); an unknown Chinese
@@ -275,8 +173,9 @@ class ClaimIndex:
     def search(self, text: str) -> list[Match]:
         """Every claim with a nonzero score, best first.
 
-        A pasted answer usually gives several tips, one per sentence: each sentence is
-        scored on its own as well as the whole text, and a claim keeps its best score.
+        A pasted answer usually gives several tips, one per sentence or clause: each
+        sentence and each clause is scored on its own as well as the whole text, and a
+        claim keeps its best score.
         """
         sentences = [p for p in _SENTENCE.split(text) if p.strip()]
         pieces = [text, *sentences]
@@ -291,15 +190,14 @@ class ClaimIndex:
         return found
 
 
-_INDEXES: dict[int, tuple[KnowledgeBase, ClaimIndex]] = {}
+_LAST: list[tuple[KnowledgeBase, ClaimIndex]] = []
 
 
 def index_for(kb: KnowledgeBase) -> ClaimIndex:
-    cached = _INDEXES.get(id(kb))
-    if cached is None or cached[0] is not kb:
-        cached = (kb, ClaimIndex(list(kb.claims.values())))
-        _INDEXES[id(kb)] = cached
-    return cached[1]
+    """The index of ``kb``'s claims; the last one built is kept for the next lookup."""
+    if not _LAST or _LAST[0][0] is not kb:
+        _LAST[:] = [(kb, ClaimIndex(list(kb.claims.values())))]
+    return _LAST[0][1]
 
 
 def lookup(
