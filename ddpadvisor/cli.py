@@ -134,6 +134,7 @@ def _claims_parser() -> Parser:
     p.add_argument("text", nargs="*", help="advice to look up (words); empty lists all claims")
     p.add_argument("--verdict", choices=("correct", "partly-correct", "myth", "harmful"))
     p.add_argument("--kb", dest="kb_dirs", action="append", type=Path, default=[], metavar="DIR")
+    p.add_argument("--lang", choices=("en", "zh"), help="default: LC_ALL/LC_MESSAGES/LANG, else en")
     p.add_argument("--json", action="store_true")
     return p
 
@@ -209,13 +210,22 @@ def cmd_schema(argv: list[str]) -> int:
 
 
 def cmd_claims(argv: list[str]) -> int:
-    from ddpadvisor.kb.claims import lookup, render_claims
+    from ddpadvisor.kb.claims import index_for, lookup, pick_lang, render_claims
     from ddpadvisor.service import load_engine
 
     args = _claims_parser().parse_args(argv)
     engine = load_engine(args.kb_dirs)
-    found = lookup(engine.kb, " ".join(args.text), verdict=args.verdict)
-    sys.stdout.write(render_claims(found, as_json=args.json))
+    query = " ".join(args.text)
+    found = lookup(engine.kb, query, verdict=args.verdict)
+    best = next(iter(index_for(engine.kb).search(query)), None) if not found else None
+    out = render_claims(
+        found,
+        as_json=args.json,
+        query=query,
+        lang=pick_lang(args.lang),
+        best=best.score if best else 0.0,
+    )
+    sys.stdout.write(out)
     return 0
 
 
