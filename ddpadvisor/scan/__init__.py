@@ -47,9 +47,9 @@ def _consolidate(findings: list[Finding]) -> list[Finding]:
 
 def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
     """Scan one script. Raises :class:`ddpadvisor.errors.InputError` for unreadable input."""
+    from ddpadvisor.scan.interp import Walker
     from ddpadvisor.scan.rules import run_rules
     from ddpadvisor.scan.source import load
-    from ddpadvisor.scan.walker import Walker
 
     sources = load(Path(path))
     walk = Walker(sources).run()

@@ -1,6 +1,6 @@
 """What calls into PyTorch / HF libraries return, as abstract values.
 
-Split from :mod:`walker` to keep the interpreter readable: ``symbol_call`` handles calls of
+Kept apart from :mod:`.interp` to keep the interpreter readable: ``symbol_call`` handles calls of
 imported names (``torch.optim.AdamW(...)``), ``method_call`` handles methods on objects the
 script built (``optimizer.step()``, ``accelerator.prepare(...)``).
 """
@@ -16,10 +16,11 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Ctx, Event
 from ddpadvisor.scan.evaluate import Undecidable, evaluate
+from ddpadvisor.scan.interp.frames import ClassInfo, Frame, FuncRef
 from ddpadvisor.scan.values import UNKNOWN, Val, merge
 
 if TYPE_CHECKING:
-    from ddpadvisor.scan.walker import Frame, Walker
+    from ddpadvisor.scan.interp.core import WalkerCore as Walker
 
 _TORCHISH = ("torch", "nn", "dist", "F", "optim", "xm", "amp")
 _TRAINING_ARGS = {
@@ -472,15 +473,12 @@ def symbol_call(w: Walker, ev: Event, canon: str, frame: Frame, ctx: Ctx) -> Val
     if n in ("spawn", "start_processes") and a0 is not None and a0.kind == V.FUNCTION:
         extra = ev.kwargs.get("args")
         rest = list(extra.items) if extra is not None and extra.items is not None else []
-        from ddpadvisor.scan.walker import FuncRef
 
         if isinstance(a0.const, FuncRef):
             return w.inline(
                 a0.const, [Val(taint=frozenset({V.RANK})), *rest], {}, None, None, frame, ctx
             )
     if n in ("Fire", "run", "cli", "CLI", "main") and a0 is not None and a0.kind == V.FUNCTION:
-        from ddpadvisor.scan.walker import FuncRef
-
         if isinstance(a0.const, FuncRef):
             return w.inline(a0.const, [], {}, None, None, frame, ctx)
     if n == "load" and canon.startswith("torch"):
@@ -790,7 +788,6 @@ def _parser_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -
 
 def _from_cli(w: Walker, dc: Val, ev: Event, frame: Frame) -> Val:
     """A dataclass instance filled from the command line: only its defaults are known."""
-    from ddpadvisor.scan.walker import ClassInfo
 
     if dc.kind == "class" and isinstance(dc.const, ClassInfo):
         obj = w.new_obj(V.INSTANCE, ev.node, frame, canon=f"local:{dc.const.name}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ddpadvisor.scan.interp import WalkResult
 from ddpadvisor.scan.rules import (
     accumulation,
     data,
@@ -22,7 +23,6 @@ from ddpadvisor.scan.rules import (
     runtime,
 )
 from ddpadvisor.scan.rules.base import Finding, RuleContext, UndeclaredFact
-from ddpadvisor.scan.walker import WalkResult
 
 __all__ = ["RULES", "Finding", "Rule", "RuleContext", "UndeclaredFact", "run_rules"]
 

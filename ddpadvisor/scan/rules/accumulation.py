@@ -9,6 +9,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     call_site,
@@ -19,7 +20,6 @@ from ddpadvisor.scan.rules.base import (
 )
 from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Val
-from ddpadvisor.scan.walker import FuncRef
 
 
 def accumulation(rc: RuleContext) -> None:

@@ -16,9 +16,9 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Analysis, eval_at, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
+from ddpadvisor.scan.interp import ClassInfo, WalkResult
 from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
-from ddpadvisor.scan.walker import ClassInfo, WalkResult
 
 Value = bool | int | float | str
 

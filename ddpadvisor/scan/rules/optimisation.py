@@ -8,6 +8,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import common_prefix
+from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     function_constants,
@@ -15,7 +16,6 @@ from ddpadvisor.scan.rules.base import (
     num,
 )
 from ddpadvisor.scan.values import Obj, Val
-from ddpadvisor.scan.walker import FuncRef
 
 
 def lr_scaling(rc: RuleContext) -> None:

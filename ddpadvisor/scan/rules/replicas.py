@@ -8,12 +8,12 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text
+from ddpadvisor.scan.interp import ClassInfo
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     is_rank_cond,
 )
 from ddpadvisor.scan.values import Obj, Val
-from ddpadvisor.scan.walker import ClassInfo
 
 
 def lora_and_wrap_order(rc: RuleContext) -> None:
