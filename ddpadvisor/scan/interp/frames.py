@@ -157,16 +157,14 @@ class WalkResult:
 
 
 def _always_exits(body: list[ast.stmt]) -> bool:
-    if not body:
-        return False
-    last = body[-1]
-    if isinstance(last, (ast.Return, ast.Continue, ast.Break, ast.Raise)):
-        return True
-    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
-        func = last.value.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        return name in ("exit", "_exit", "quit")
-    return False
+    """Whether a branch ends by skipping the rest of this loop iteration (``continue``).
+
+    Only ``continue`` makes the code after ``if c: continue`` a per-iteration condition (the
+    accumulation idiom ``if (i + 1) % k: continue``). ``break``, ``return``, ``raise`` and
+    ``sys.exit()`` leave the loop or the program: the code after them runs on every step that
+    gets there, so it is not made conditional on ``c``.
+    """
+    return bool(body) and isinstance(body[-1], ast.Continue)
 
 
 def _is_main_guard(test: ast.expr) -> bool:

@@ -220,13 +220,13 @@ def no_sync(rc: RuleContext) -> None:
     uses.sort(key=lambda e: e.seq)
     if uses:
         u = uses[0]
-        how = "require_backward_grad_sync" if u.kind == "assign" else "no_sync(rc)"
+        how = "require_backward_grad_sync" if u.kind == "assign" else "no_sync()"
         rc.emit("uses_no_sync", True, u.where, f"{how} used ({u.where})")
     elif (
         a.ddps and a.main_backward is not None and not any(o.extra.get("deepspeed") for o in a.ddps)
     ):
         rc.emit(
-            "uses_no_sync", False, a.ddps[0].where, "no no_sync(rc): every backward all-reduces"
+            "uses_no_sync", False, a.ddps[0].where, "no no_sync(): every backward all-reduces"
         )
         if a.train_forwards:
             rc.emit(
@@ -244,7 +244,7 @@ def no_sync(rc: RuleContext) -> None:
             "final_micro_step_synced",
             False,
             step.where,
-            f"optimizer.step() inside no_sync(rc) ({step.where})",
+            f"optimizer.step() inside no_sync() ({step.where})",
         )
         return
     if acc.tail is not None:
@@ -252,7 +252,7 @@ def no_sync(rc: RuleContext) -> None:
         return
     win = a.window
     if win is None:
-        rc.warn(f"{u.where}: no_sync(rc) found but the accumulation window is not understood")
+        rc.warn(f"{u.where}: no_sync() found but the accumulation window is not understood")
         return
     fwds = (
         [

@@ -159,7 +159,7 @@ def data_sharding(rc: RuleContext) -> None:
 
 
 def _map_style(rc: RuleContext, dataset: Obj | None) -> bool:
-    """A dataset indexed by the DataLoader's sampler (not a rc-iterating stream)."""
+    """A dataset indexed by the DataLoader's sampler (not a self-iterating stream)."""
     if dataset is None:
         return False
     info = rc._class_of(dataset)
