@@ -478,9 +478,13 @@ def symbol_call(w: Walker, ev: Event, canon: str, frame: Frame, ctx: Ctx) -> Val
             return w.inline(
                 a0.const, [Val(taint=frozenset({V.RANK})), *rest], {}, None, None, frame, ctx
             )
-    if n in ("Fire", "run", "cli", "CLI", "main") and a0 is not None and a0.kind == V.FUNCTION:
-        if isinstance(a0.const, FuncRef):
-            return w.inline(a0.const, [], {}, None, None, frame, ctx)
+    if (
+        n in ("Fire", "run", "cli", "CLI", "main")
+        and a0 is not None
+        and a0.kind == V.FUNCTION
+        and isinstance(a0.const, FuncRef)
+    ):
+        return w.inline(a0.const, [], {}, None, None, frame, ctx)
     if n == "load" and canon.startswith("torch"):
         return Val(kind="state", taint=frozenset({"loaded"}))
     return merge(*args, *ev.kwargs.values())

@@ -133,10 +133,19 @@ class Statements(WalkerCore):
         taint = self._test_taint(stmt.test, frame) | test_val.taint
         expanded = self.expand(stmt.test, frame)
         body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const)
+        before = dict(frame.locals)
         self.walk_block(stmt.body, frame, (*ctx, body))
         if stmt.orelse:
+            after_body = dict(frame.locals)
             orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const)
             self.walk_block(stmt.orelse, frame, (*ctx, orelse))
+            # if/else are alternatives: a name both branches bind holds either value.
+            for name, val in after_body.items():
+                now = frame.locals.get(name)
+                if now is None or now is val or before.get(name) is val:
+                    continue
+                frame.locals[name] = union([val, now])
+                frame.exprs.pop(name, None)
 
     def _test_taint(self, test: ast.expr, frame: Frame) -> frozenset[str]:
         """Rank-dependence of an if-test, including helpers named like ``is_main_process()``."""

@@ -225,9 +225,7 @@ def no_sync(rc: RuleContext) -> None:
     elif (
         a.ddps and a.main_backward is not None and not any(o.extra.get("deepspeed") for o in a.ddps)
     ):
-        rc.emit(
-            "uses_no_sync", False, a.ddps[0].where, "no no_sync(): every backward all-reduces"
-        )
+        rc.emit("uses_no_sync", False, a.ddps[0].where, "no no_sync(): every backward all-reduces")
         if a.train_forwards:
             rc.emit(
                 "final_micro_step_synced",

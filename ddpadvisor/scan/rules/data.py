@@ -7,7 +7,7 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
-from ddpadvisor.scan.context import LoopCtx
+from ddpadvisor.scan.context import CondCtx, Event, LoopCtx
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     const,
@@ -357,9 +357,18 @@ def seeding(rc: RuleContext) -> None:
             f"seed offset by rank ({ranked[0].where})",
         )
         return
+    if all(_cli_guarded(e) for e in seeds):
+        e = seeds[0]
+        rc.warn(f"{e.where}: seeding runs only when a command-line option asks for it")
+        return
     if all(
         any(v.known or V.ARGDEFAULT in v.taint for v in [*e.args, *e.kwargs.values()])
         for e in seeds
     ):
         e = seeds[0]
         rc.emit("rank_seeds_identical", True, e.where, f"same seed on every rank ({e.where})")
+
+
+def _cli_guarded(e: Event) -> bool:
+    """Under an ``if`` that a command-line value decides (``if args.seed is not None:``)."""
+    return any(isinstance(c, CondCtx) and V.ARGDEFAULT in c.taint for c in e.ctx)

@@ -11,6 +11,7 @@ from ddpadvisor.scan.analysis import recv_text
 from ddpadvisor.scan.interp import ClassInfo
 from ddpadvisor.scan.rules.base import (
     RuleContext,
+    exclusive,
     is_rank_cond,
 )
 from ddpadvisor.scan.values import Obj, Val
@@ -76,9 +77,12 @@ def _created_after(rc: RuleContext, ddp: Obj, refs: set[int | None]) -> tuple[st
                 if seq is not None and seq > ddp.seq:
                     ev = a.by_seq.get(seq)
                     return (ev.where if ev else o.where), what
+    wrap = a.by_seq.get(ddp.seq)
     for e in a.events:
         if e.seq <= ddp.seq:
             continue
+        if wrap is not None and exclusive(e, wrap):
+            continue  # the other branch of the if that wraps (e.g. DataParallel in an elif)
         recv = e.recv
         if e.kind == "call":
             target = (
