@@ -171,7 +171,7 @@ def test_scan_does_not_import_torch() -> None:
     code = (
         "import sys\n"
         "from ddpadvisor.scan import scan_file\n"
-        f"scan_file({str(FIXTURES / 'healthy_full.py')!r})\n"
+        f"scan_file({str(FIXTURES / 'accumulation' / 'healthy_full.py')!r})\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
         "assert 'transformers' not in sys.modules\n"
     )
@@ -189,7 +189,7 @@ def test_sibling_module_with_syntax_error_is_a_warning(tmp_path: Path) -> None:
 
 def test_cli_defaults_become_hints_not_facts() -> None:
     """A scanned fact outranks --set, so a mere argparse default must not become one."""
-    result = scan_file(FIXTURES / "cli_defaults.py")
+    result = scan_file(FIXTURES / "runtime" / "cli_defaults.py")
     assert result.value("grad_accum_steps") is None
     assert any("--set grad_accum_steps=4" in w for w in result.warnings)
     assert any("--set uses_torch_compile=false" in w for w in result.warnings)
