@@ -109,7 +109,7 @@ def test_no_import_circles_inside_scan() -> None:
         path.append(mod)
         for nxt in sorted(graph[mod]):
             if state.get(nxt) == 1:
-                cycle = path[path.index(nxt) :] + [nxt]
+                cycle = [*path[path.index(nxt) :], nxt]
                 pytest.fail("import circle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt)
