@@ -256,7 +256,9 @@ class Expressions(WalkerCore):
         if key.known and base.mapping is not None:
             got = base.get(str(key.const))
             if got is not None:
-                return got
+                # ``table[cfg.dtype]``: only as decided as the key (a default stays a default).
+                loose = key.taint & {V.ARGDEFAULT, V.UNBOUND}
+                return replace(got, taint=got.taint | loose) if loose else got
         if (
             key.known
             and base.items is not None

@@ -472,9 +472,18 @@ class Statements(WalkerCore):
         inst = Val(kind=kind, ref=obj.ref, canon=f"local:{info.name}")
         if info.is_dataclass:
             names = [f for cls in reversed(info.mro()) for f in cls.fields]
+            # ``Config(**loaded)`` / ``Config(*values)``: a field default is only a fallback
+            # that the loaded config may override, like a command-line default.
+            node = ev.node
+            opaque = isinstance(node, ast.Call) and (
+                any(k.arg is None for k in node.keywords)
+                or any(isinstance(a, ast.Starred) for a in node.args)
+            )
             for name in names:
                 default = info.find_attr(name)
                 if default is not None:
+                    if opaque:
+                        default = replace(default, taint=default.taint | {V.ARGDEFAULT})
                     obj.attrs[name] = default
             for name, val in zip(names, ev.args):
                 obj.attrs[name] = val

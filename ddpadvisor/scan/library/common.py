@@ -163,8 +163,8 @@ def autocast(canon: str, ev: Event) -> Val:
         dtype = apis.dtype_of(
             dtype_val.canon or (str(dtype_val.const) if dtype_val.known else None)
         )
-        if dtype is None:
-            dtype = "unknown"
+        if dtype is None or V.ARGDEFAULT in dtype_val.taint:
+            dtype = "unknown"  # a default that a config or the command line may override
     elif "cuda.amp" in canon:
         dtype = "fp16"
     elif "cpu.amp" in canon:

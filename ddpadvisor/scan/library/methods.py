@@ -28,6 +28,10 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
     obj = w.obj(recv)
 
     if kind in (V.DDP, V.FSDP, V.MODEL, V.DDP_MODULE):
+        if method == "module" and kind in (V.DDP, V.FSDP):
+            # ``model.module(x)``: a call of the wrapped module itself, around the wrapper.
+            inner = obj.wraps if obj is not None and obj.wraps is not None else recv.ref
+            return w.forward(Val(kind=V.DDP_MODULE, ref=inner), ev)
         if method == "forward":
             return w.forward(recv, ev)
         if method == "no_sync":

@@ -528,8 +528,10 @@ def _token_signals(rc: RuleContext) -> list[str]:
         for kw in idx.keywords:
             value = kw.value
             const = value.value if isinstance(value, ast.Constant) else None
+            # ``ignore_index=`` alone is no sign of padding (nanoGPT passes -1 on fixed-size
+            # blocks): masking shows where labels are set to the ignored value (``neg100``).
             if (
-                kw.arg in ("ignore_index", "num_items_in_batch")
+                kw.arg == "num_items_in_batch"
                 or (kw.arg == "padding" and (const is True or const in ("longest", "max_length")))
                 or (kw.arg == "packing" and const is True)
             ):
