@@ -64,6 +64,8 @@ def data_sharding(rc: RuleContext) -> None:
         elif rc.a.distributed and not rc.a.objs(V.LOADER) and rc.a.objs(V.DSAMPLER):
             s = rc.a.objs(V.DSAMPLER)[0]
             rc.emit(fact, True, s.where, "DistributedSampler in use")
+        elif rc.a.distributed:
+            _hand_batches(rc)
         return
     if loader.extra.get("accelerate"):
         rc.emit(
@@ -156,6 +158,76 @@ def data_sharding(rc: RuleContext) -> None:
         loader.where,
         f"{how} without a DistributedSampler: every rank reads the same batches ({loader.where})",
     )
+
+
+_RANDOM_DRAWS = {"randint", "randperm", "choice", "permutation", "integers", "sample"}
+
+
+def _hand_batches(rc: RuleContext) -> None:
+    """Batches cut by hand (nanoGPT's ``get_batch``): per rank when the read position derives
+    from the rank, or when random positions come from a seed offset by the rank."""
+    fact = "uses_distributed_sampler"
+    b = rc.a.main_backward
+    if b is None:
+        return
+    taint = rc.a.loss_of(b).taint
+    if V.FWD in taint and V.RANK in taint:
+        rc.emit(
+            fact,
+            True,
+            b.where,
+            "each rank reads its own part: the batch offset derives from the rank",
+        )
+        return
+    if V.DATA not in taint:
+        return
+    loops = b.loops()
+    draws = [
+        e
+        for e in rc.a.calls()
+        if apis.last(e.name) in _RANDOM_DRAWS and loops and any(loop in e.ctx for loop in loops)
+    ]
+    if not draws:
+        return
+    per_rank = _seeds_per_rank(rc)
+    if per_rank is True:
+        rc.emit(fact, True, draws[0].where, "random batches drawn from a seed offset by the rank")
+    elif per_rank is False:
+        rc.emit(
+            fact,
+            False,
+            draws[0].where,
+            f"random batches ({draws[0].where}) from the same seed on every rank: "
+            "every rank draws the same batches",
+        )
+
+
+def _seed_calls(rc: RuleContext) -> list[Event]:
+    return [
+        e
+        for e in rc.a.calls()
+        if apis.last(e.name)
+        in ("manual_seed", "seed", "set_seed", "seed_everything", "manual_seed_all")
+        and not (e.recv is not None and e.recv.kind is not None and e.recv.kind not in ("symbol",))
+    ]
+
+
+def _seeds_per_rank(rc: RuleContext) -> bool | None:
+    """True: some seed is offset by the rank; False: every seed is the same constant on every
+    rank; None: not decided (no seed, or one a command line decides)."""
+    seeds = _seed_calls(rc)
+    if not seeds:
+        return None
+    if any(any(V.RANK in v.taint for v in [*e.args, *e.kwargs.values()]) for e in seeds):
+        return True
+    if all(_cli_guarded(e) for e in seeds):
+        return None
+    if all(
+        any(v.known or V.ARGDEFAULT in v.taint for v in [*e.args, *e.kwargs.values()])
+        for e in seeds
+    ):
+        return False
+    return None
 
 
 def _map_style(rc: RuleContext, dataset: Obj | None) -> bool:
@@ -339,13 +411,7 @@ def augmentation(rc: RuleContext) -> None:
 
 
 def seeding(rc: RuleContext) -> None:
-    seeds = [
-        e
-        for e in rc.a.calls()
-        if apis.last(e.name)
-        in ("manual_seed", "seed", "set_seed", "seed_everything", "manual_seed_all")
-        and not (e.recv is not None and e.recv.kind is not None and e.recv.kind not in ("symbol",))
-    ]
+    seeds = _seed_calls(rc)
     if not seeds:
         return
     ranked = [e for e in seeds if any(V.RANK in v.taint for v in [*e.args, *e.kwargs.values()])]

@@ -1,5 +1,5 @@
 """Each rank seeds with seed + rank, and reads its own slice of a token file by offset."""
-# scan-facts: rank_seeds_identical=false
+# scan-facts: rank_seeds_identical=false uses_distributed_sampler=true
 import argparse
 import os
 import random
