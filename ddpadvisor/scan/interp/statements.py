@@ -37,7 +37,15 @@ class Statements(WalkerCore):
                 return
             self.budget -= 1
             cur = ctx + tuple(extra) if extra else ctx
-            self.walk_stmt(stmt, frame, cur)
+            try:
+                self.walk_stmt(stmt, frame, cur)
+            except RecursionError:
+                # An expression nested deeper than Python's stack (``1 + 1 + … + 1`` a
+                # thousand times): that statement is skipped, the rest is still read.
+                self.warnings.append(
+                    f"{frame.scope.module.label}:{stmt.lineno}: expression too deep to read; "
+                    "statement skipped"
+                )
             if (
                 isinstance(stmt, ast.If)
                 and not stmt.orelse
