@@ -119,3 +119,53 @@ def test_no_import_circles_inside_scan() -> None:
     for mod in sorted(graph):
         if mod not in state:
             visit(mod)
+
+
+@pytest.mark.parametrize(
+    ("canon", "first"),
+    [
+        ("torch.nn.parallel.DistributedDataParallel", "ddp"),
+        ("DDP", "ddp"),  # an alias the import did not resolve
+        ("torch.utils.data.distributed.DistributedSampler", "distributed_sampler"),
+        ("torch.utils.data.RandomSampler", "sampler"),
+        ("torch.optim.AdamW", "optimizer"),
+        ("torch.nn.Linear", "nn_module"),
+        ("torch.nn.functional.cross_entropy", "functional_loss"),
+    ],
+)
+def test_symbol_table_entry_that_decides(canon: str, first: str) -> None:
+    from ddpadvisor.scan import apis
+    from ddpadvisor.scan.library.table import lookup
+
+    entries = lookup(canon, apis.last(canon))
+    assert entries, f"no entry handles {canon}"
+    assert entries[0].label == first
+
+
+def test_batch_sampler_over_a_distributed_sampler_stays_distributed(tmp_path: Path) -> None:
+    """The BatchSampler entry passes a DistributedSampler through; over any other sampler it
+    declines and the generic sampler entry decides."""
+    from ddpadvisor.scan import scan_file
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler\n"
+        "dist.init_process_group('gloo')\n"
+        "ds = list(range(100))\n"
+        "model = DDP(torch.nn.Linear(1, 1))\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "bs = BatchSampler(SAMPLER, batch_size=4, drop_last=True)\n"
+        "for x in DataLoader(ds, batch_sampler=bs):\n"
+        "    loss = model(x).mean()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n"
+    )
+    text = script.read_text()
+    script.write_text(text.replace("SAMPLER", "DistributedSampler(ds)"))
+    assert scan_file(script).value("uses_distributed_sampler") is True
+    script.write_text(text.replace("SAMPLER", "RandomSampler(ds)"))
+    assert scan_file(script).value("uses_distributed_sampler") is not True

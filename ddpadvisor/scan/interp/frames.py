@@ -156,15 +156,23 @@ class WalkResult:
     rank_slices: list[str]
 
 
-def _always_exits(body: list[ast.stmt]) -> bool:
-    """Whether a branch ends by skipping the rest of this loop iteration (``continue``).
+def _always_exits(body: list[ast.stmt], test: ast.expr) -> bool:
+    """Whether ``if test: body`` makes the code after it a per-step condition on ``test``.
 
-    Only ``continue`` makes the code after ``if c: continue`` a per-iteration condition (the
-    accumulation idiom ``if (i + 1) % k: continue``). ``break``, ``return``, ``raise`` and
-    ``sys.exit()`` leave the loop or the program: the code after them runs on every step that
-    gets there, so it is not made conditional on ``c``.
+    ``continue`` does (the accumulation idiom ``if (i + 1) % k: continue``), and so does a
+    ``return`` on a step counter modulo something (``if step % k: return`` in a per-step
+    function). ``break``, ``raise``, ``sys.exit()`` and other returns leave the loop, the
+    function or the program: the code after them runs on every step that gets there, so it
+    is not made conditional on ``test``.
     """
-    return bool(body) and isinstance(body[-1], ast.Continue)
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, ast.Continue):
+        return True
+    return isinstance(last, ast.Return) and any(
+        isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod) for sub in ast.walk(test)
+    )
 
 
 def _is_main_guard(test: ast.expr) -> bool:

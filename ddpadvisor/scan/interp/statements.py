@@ -49,7 +49,7 @@ class Statements(WalkerCore):
             if (
                 isinstance(stmt, ast.If)
                 and not stmt.orelse
-                and _always_exits(stmt.body)
+                and _always_exits(stmt.body, stmt.test)
                 and not _is_main_guard(stmt.test)
             ):
                 test_val = self.eval_pure(stmt.test, frame)
