@@ -27,4 +27,8 @@ def symbol_call(w: WalkerCore, ev: Event, canon: str, frame: Frame, ctx: Ctx) ->
     """The value of calling the library symbol ``canon``; unknown symbols pass their
     arguments' taint through."""
     out = dispatch(Call(w, ev, canon, apis.last(canon), frame, ctx))
-    return out if out is not None else merge(*ev.args, *ev.kwargs.values())
+    if out is not None:
+        return out
+    # Where a tensor is placed says nothing about its values: ``torch.randint(..., device=d)``
+    # with a per-rank ``d`` is not per-rank data.
+    return merge(*ev.args, *(v for k, v in ev.kwargs.items() if k != "device"))

@@ -308,7 +308,10 @@ def _unscale(rc: RuleContext, clip: Event) -> None:
 def _clip_local(rc: RuleContext, clip: Event) -> None:
     a = rc.a
     fact = "clip_inside_no_sync"
-    sharded = a.fsdps or any(
+    # FSDP2's ``fully_shard`` keeps gradients as DTensors, whose norm torch.nn.utils
+    # reduces across shards (https://github.com/meta-pytorch/torchtune/issues/2169); FSDP1's
+    # flat shards need the wrapper's own clip_grad_norm_.
+    sharded = any(apis.last(o.canon) != "fully_shard" for o in a.fsdps) or any(
         o.extra.get("deepspeed") or o.extra.get("zero") for o in a.objects.values()
     )
     if sharded and clip.name.startswith("torch.nn.utils"):
