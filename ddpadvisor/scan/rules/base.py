@@ -386,6 +386,12 @@ KNOWN_HEADS = {
 }
 
 
+def cli_switched(e: Event) -> bool:
+    """Under an ``if`` that a command-line value decides (``if args.sync_bn:``): whether it
+    ran depends on the run's flags, which the scan does not know."""
+    return any(isinstance(c, CondCtx) and V.ARGDEFAULT in c.taint for c in e.ctx)
+
+
 def exclusive(a: Event, b: Event) -> bool:
     """Two events in different branches of the same ``if``."""
     for x in a.ctx:

@@ -7,9 +7,10 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
-from ddpadvisor.scan.context import CondCtx, Event, LoopCtx
+from ddpadvisor.scan.context import Event, LoopCtx
 from ddpadvisor.scan.rules.base import (
     RuleContext,
+    cli_switched,
     const,
     kw_node,
 )
@@ -220,7 +221,7 @@ def _seeds_per_rank(rc: RuleContext) -> bool | None:
         return None
     if any(any(V.RANK in v.taint for v in [*e.args, *e.kwargs.values()]) for e in seeds):
         return True
-    if all(_cli_guarded(e) for e in seeds):
+    if all(cli_switched(e) for e in seeds):
         return None
     if all(
         any(v.known or V.ARGDEFAULT in v.taint for v in [*e.args, *e.kwargs.values()])
@@ -423,7 +424,7 @@ def seeding(rc: RuleContext) -> None:
             f"seed offset by rank ({ranked[0].where})",
         )
         return
-    if all(_cli_guarded(e) for e in seeds):
+    if all(cli_switched(e) for e in seeds):
         e = seeds[0]
         rc.warn(f"{e.where}: seeding runs only when a command-line option asks for it")
         return
@@ -433,8 +434,3 @@ def seeding(rc: RuleContext) -> None:
     ):
         e = seeds[0]
         rc.emit("rank_seeds_identical", True, e.where, f"same seed on every rank ({e.where})")
-
-
-def _cli_guarded(e: Event) -> bool:
-    """Under an ``if`` that a command-line value decides (``if args.seed is not None:``)."""
-    return any(isinstance(c, CondCtx) and V.ARGDEFAULT in c.taint for c in e.ctx)

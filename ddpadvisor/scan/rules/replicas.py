@@ -11,6 +11,7 @@ from ddpadvisor.scan.analysis import recv_text
 from ddpadvisor.scan.interp import ClassInfo
 from ddpadvisor.scan.rules.base import (
     RuleContext,
+    cli_switched,
     exclusive,
     is_rank_cond,
 )
@@ -245,13 +246,12 @@ def batchnorm(rc: RuleContext) -> None:
             "no BatchNorm in the model",
         )
     if syncbn or syncbn_ctor:
-        where = (
-            a.by_seq[syncbn[0]].where
-            if syncbn and syncbn[0] in a.by_seq
-            else syncbn_ctor[0].where
-            if syncbn_ctor
-            else ""
-        )
+        events = [a.by_seq[s] for s in syncbn if s in a.by_seq] + syncbn_ctor
+        where = events[0].where if events else ""
+        if events and all(cli_switched(e) for e in events):
+            # ``if args.sync_bn: convert_sync_batchnorm(...)``: the run's flags decide.
+            rc.warn(f"{where}: SyncBatchNorm conversion depends on a command-line switch")
+            return
         rc.emit("uses_syncbn", True, where, "converted to SyncBatchNorm")
     elif bn and (a.ddps or rc.hf):
         where = a.ddps[0].where if a.ddps else bn[0]
