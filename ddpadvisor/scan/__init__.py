@@ -1,8 +1,9 @@
 """Static scan of a training script: DDP faults read from the code, never by running it.
 
 ``scan_file(path)`` parses the script (and sibling modules it imports) with :mod:`ast`,
-walks it in program order (:mod:`.walker`), recovers the training step and accumulation
-window (:mod:`.analysis`) and turns them into fact values with locations (the table in :mod:`.rules`).
+walks it in program order (:mod:`.interp`, with library calls from :mod:`.library`), recovers
+the training step and accumulation window (:mod:`.analysis`) and turns them into fact values
+with locations (the rules listed in :data:`.rules.RULES`). See ``README.md`` here.
 Nothing here imports torch or the scanned code.
 """
 

@@ -5,7 +5,7 @@ order Python would run them (each loop body once), inlines calls to functions an
 defined in the scanned files, and records every call and attribute assignment as an
 :class:`Event` together with its context (enclosing loops, ``with`` blocks, ``if`` branches).
 Values are :class:`Val` abstractions: object kinds, identities, constants and taint.
-The detectors in :mod:`ddpadvisor.scan.detect` read the events; the walker decides nothing.
+The rules in :mod:`ddpadvisor.scan.rules` read the events; the walker decides nothing.
 """
 
 from __future__ import annotations
