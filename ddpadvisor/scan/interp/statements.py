@@ -269,6 +269,13 @@ class Statements(WalkerCore):
                 elif yes.kind == no.kind:
                     kind = yes.kind if yes.kind in _CTX_KINDS else None
                     val = yes
+                elif V.CTX_AUTOCAST in (yes.kind, no.kind):
+                    # ``nullcontext() if device_type == "cpu" else autocast(...)``: autocast
+                    # only on one side of an undecided test, so maybe on.
+                    cast = yes if yes.kind == V.CTX_AUTOCAST else no
+                    dtype = cast.const[0] if isinstance(cast.const, tuple) else "unknown"
+                    kind = V.CTX_AUTOCAST
+                    val = Val(kind=V.CTX_AUTOCAST, const=(dtype, "maybe"))
             new.append(WithCtx(stmt, label, stmt.lineno, val, kind, cond))
             if item.optional_vars is not None:
                 self.assign(item.optional_vars, val.plain(), None, frame, ctx, stmt)
