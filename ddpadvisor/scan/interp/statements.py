@@ -39,6 +39,8 @@ class Statements(WalkerCore):
             cur = ctx + tuple(extra) if extra else ctx
             try:
                 self.walk_stmt(stmt, frame, cur)
+                if _is_config_exec(stmt):
+                    self._config_overrides(frame)
             except RecursionError:
                 # An expression nested deeper than Python's stack (``1 + 1 + … + 1`` a
                 # thousand times): that statement is skipped, the rest is still read.
@@ -63,6 +65,13 @@ class Statements(WalkerCore):
                         self._test_taint(stmt.test, frame) | test_val.taint,
                     )
                 )
+
+    def _config_overrides(self, frame: Frame) -> None:
+        """After ``exec(open("configurator.py").read())`` (nanoGPT) a config file or the
+        command line may rebind any simple global: their values so far are only defaults."""
+        for name, val in list(frame.locals.items()):
+            if val.known and isinstance(val.const, (bool, int, float, str)):
+                frame.locals[name] = replace(val, taint=val.taint | {V.ARGDEFAULT})
 
     def walk_stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx) -> None:
         label = frame.scope.module.label
@@ -617,3 +626,16 @@ class Statements(WalkerCore):
             named = {p.arg for p in [*params, *a.kwonlyargs]}
             rest = tuple((k, v) for k, v in kwargs.items() if k not in named)
             frame.locals[a.kwarg.arg] = Val(mapping=rest)
+
+
+def _is_config_exec(stmt: ast.stmt) -> bool:
+    """``exec(<code read at run time>)`` as a statement: it may rebind the module's globals."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    call = stmt.value
+    return (
+        isinstance(call.func, ast.Name)
+        and call.func.id == "exec"
+        and bool(call.args)
+        and not isinstance(call.args[0], ast.Constant)
+    )
