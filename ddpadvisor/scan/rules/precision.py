@@ -10,6 +10,7 @@ from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import CondCtx, Event
 from ddpadvisor.scan.rules.base import (
     RuleContext,
+    cli_switched,
     const,
     is_rank_cond,
     kw_node,
@@ -25,9 +26,12 @@ def precision(rc: RuleContext) -> None:
         return
     uses_lora = bool(rc._lora_evidence())
     casts: list[tuple[str, str]] = []
+    switched: list[str] = []
     for o in a.objs(V.MODEL):
         for dtype, ev in o.extra.get("casts", []):
             casts.append((dtype, ev.where))
+            if cli_switched(ev):
+                switched.append(ev.where)
         load = o.extra.get("load_dtype")
         if load and load[0] in ("fp16", "bf16"):
             casts.append((load[0], load[1].where))
@@ -39,6 +43,12 @@ def precision(rc: RuleContext) -> None:
     low = [(d, w) for d, w in casts if d in ("fp16", "bf16")]
     if low and casts[-1][0] in ("fp16", "bf16") and not uses_lora:
         d, where = low[-1]
+        if where in switched:
+            # ``if args.half: model.half()``: the run's flags decide the weights' dtype.
+            rc.warn(
+                f"{where}: model cast to {d} behind a command-line switch; precision not decided"
+            )
+            return
         rc.emit(
             "precision",
             f"pure_{d}",
