@@ -1,6 +1,7 @@
 """Shared helpers for the static-scan tests: fixture annotations and cause → fact mapping.
 
-Fixture scripts in ``tests/scan_fixtures/`` are annotated Semgrep-style:
+Fixture scripts live in ``tests/scan_fixtures/<area>/``, one folder per ``kb/causes/<area>.yaml``
+(the area of the causes they exercise), and are annotated Semgrep-style:
 
 - ``# expect: <cause-id>`` on a line: the scan must report, AT THAT LINE, a fact value
   that points at the cause (see :data:`CAUSE_FACTS`);
@@ -8,7 +9,8 @@ Fixture scripts in ``tests/scan_fixtures/`` are annotated Semgrep-style:
 - ``# scan-facts: fact=value fact=unknown …`` (anywhere, repeatable): the scan's decided
   value for each listed fact; ``unknown`` means the scan must leave the fact undecided.
 
-Files whose name starts with ``_`` are helper modules imported by a fixture, not fixtures.
+Files whose name starts with ``_`` are helper modules imported by a fixture, not fixtures (the
+copies in area folders link to the one in ``tests/scan_fixtures/``).
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def parse_fixture(path: Path) -> Fixture:
 
 
 def fixtures() -> list[Fixture]:
-    return [parse_fixture(p) for p in sorted(FIXTURES.glob("*.py")) if not p.name.startswith("_")]
+    return [parse_fixture(p) for p in sorted(FIXTURES.glob("*/*.py")) if not p.name.startswith("_")]
 
 
 def typed(text: str) -> object:

@@ -171,7 +171,7 @@ def test_scan_does_not_import_torch() -> None:
     code = (
         "import sys\n"
         "from ddpadvisor.scan import scan_file\n"
-        f"scan_file({str(FIXTURES / 'healthy_full.py')!r})\n"
+        f"scan_file({str(FIXTURES / 'accumulation' / 'healthy_full.py')!r})\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
         "assert 'transformers' not in sys.modules\n"
     )
@@ -189,9 +189,29 @@ def test_sibling_module_with_syntax_error_is_a_warning(tmp_path: Path) -> None:
 
 def test_cli_defaults_become_hints_not_facts() -> None:
     """A scanned fact outranks --set, so a mere argparse default must not become one."""
-    result = scan_file(FIXTURES / "cli_defaults.py")
+    result = scan_file(FIXTURES / "runtime" / "cli_defaults.py")
     assert result.value("grad_accum_steps") is None
     assert any("--set grad_accum_steps=4" in w for w in result.warnings)
     assert any("--set uses_torch_compile=false" in w for w in result.warnings)
     # The structure does not depend on the defaults and is still reported.
     assert result.value("loss_divided_by_accum") is True
+
+
+def test_very_deep_expression_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    """1,200 chained terms parse, but are deeper than the walker's stack: that statement is
+    skipped with a warning naming its line, and the rest of the script is still read."""
+    script = tmp_path / "train.py"
+    ones = " + ".join(["1"] * 1200)
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, DistributedSampler\n"
+        f"total = {ones}\n"
+        "ds = list(range(100))\n"
+        "loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+    )
+    result = scan_file(script)
+    assert any(w.startswith("train.py:3:") and "too deep" in w for w in result.warnings)
+    assert result.value("uses_distributed_sampler") is True
+    proc = run_cli("--json", "--script", str(script))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,8 +1,9 @@
 """Static scan of a training script: DDP faults read from the code, never by running it.
 
 ``scan_file(path)`` parses the script (and sibling modules it imports) with :mod:`ast`,
-walks it in program order (:mod:`.walker`), recovers the training step and accumulation
-window (:mod:`.analysis`) and turns them into fact values with locations (:mod:`.rules`).
+walks it in program order (:mod:`.interp`, with library calls from :mod:`.library`), recovers
+the training step and accumulation window (:mod:`.analysis`) and turns them into fact values
+with locations (the rules listed in :data:`.rules.RULES`). See ``README.md`` here.
 Nothing here imports torch or the scanned code.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpadvisor.scan.rules import Finding
+from ddpadvisor.scan.rules.base import Finding
 
 __all__ = ["Finding", "ScanResult", "scan_file"]
 
@@ -47,13 +48,12 @@ def _consolidate(findings: list[Finding]) -> list[Finding]:
 
 def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
     """Scan one script. Raises :class:`ddpadvisor.errors.InputError` for unreadable input."""
-    from ddpadvisor.scan.rules import Rules
+    from ddpadvisor.scan.interp import Walker
+    from ddpadvisor.scan.rules import run_rules
     from ddpadvisor.scan.source import load
-    from ddpadvisor.scan.walker import Walker
 
     sources = load(Path(path))
     walk = Walker(sources).run()
-    rules = Rules(walk, strict=strict)
-    rules.run()
+    rules = run_rules(walk, strict=strict)
     warnings = list(dict.fromkeys([*walk.warnings, *rules.warnings]))
     return ScanResult(_consolidate(rules.findings), warnings, rules.a.framework)

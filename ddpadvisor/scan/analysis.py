@@ -16,8 +16,8 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import CondCtx, Ctx, Event, LoopCtx, WithCtx, common_prefix, ctx_after
 from ddpadvisor.scan.evaluate import Undecidable, evaluate, free_names
+from ddpadvisor.scan.interp import WalkResult, is_cli_default
 from ddpadvisor.scan.values import Obj, Val
-from ddpadvisor.scan.walker import WalkResult, is_cli_default
 
 PROBE_K = (2, 3, 4, 5)  # accumulation counts tried when the real one is not known
 

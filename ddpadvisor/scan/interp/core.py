@@ -1,0 +1,330 @@
+"""The interpreter's state and the helpers both halves use (names, objects, events).
+
+Statements (:mod:`.statements`) and expressions (:mod:`.expressions`) call each other; the
+methods each half supplies to the other are declared here for the type checker."""
+
+from __future__ import annotations
+
+import ast
+import copy
+from typing import TYPE_CHECKING, Any
+
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.context import Ctx, Event
+from ddpadvisor.scan.interp.frames import (
+    _EXPANDABLE,
+    _RANK_NAMES,
+    _WORLD_NAMES,
+    DEFAULT_BUDGET,
+    ClassInfo,
+    Frame,
+    FuncRef,
+    ModuleScope,
+    WalkResult,
+    _constant,
+    _simple_expr,
+)
+from ddpadvisor.scan.source import Module, SourceSet
+from ddpadvisor.scan.values import UNKNOWN, Obj, Val
+
+
+class WalkerCore:
+    def __init__(self, sources: SourceSet, budget: int = DEFAULT_BUDGET) -> None:
+        self.sources = sources
+        self.events: list[Event] = []
+        self.objects: dict[int, Obj] = {}
+        self.scopes: dict[str, ModuleScope] = {}
+        self.seq = 0
+        self.budget = budget
+        self.truncated = False
+        self.stack: list[ast.AST] = []
+        self.inlined: dict[int, int] = {}
+        self.cached_returns: dict[int, Val] = {}
+        self.classes: list[ClassInfo] = []
+        self.functions: list[FuncRef] = []
+        self.warnings: list[str] = []
+        self.rank_slices: list[str] = []  # data[rank::world_size]: a hand-made shard
+
+    # ------------------------------------------------------------------ entry
+    def run(self) -> WalkResult:
+        main = self._scope(self.sources.main)
+        self._walk_module(main)
+        # Functions nobody visibly calls (decorated entry points, callbacks handed to a
+        # launcher the scanner does not know) are walked once with unknown arguments.
+        called = {name.split(".")[-1] for _, name, _ in main.module.index.calls}
+        candidates = [r for r in self.functions if r.scope is main]
+        # Roots first (functions no code calls by name, e.g. ``main``), latest defined first:
+        # walking them inlines their callees, which are then not walked a second time.
+        candidates.sort(key=lambda r: (r.name in called, -getattr(r.node, "lineno", 0)))
+        for ref in candidates:
+            if id(ref.node) in self.inlined:
+                continue
+            if ref.owner is not None and ref.owner.object_kind() == V.MODEL:
+                continue
+            if id(ref.node) in main.module.index.interesting_funcs:
+                frame = Frame(main, main.globals, main.exprs)
+                self.inline(ref, [], {}, None, None, frame, ())
+        return WalkResult(
+            self.events,
+            self.objects,
+            self.sources,
+            self.sources.warnings + self.warnings,
+            self.truncated,
+            self.classes,
+            self.functions,
+            self.rank_slices,
+        )
+
+    @staticmethod
+    def _interesting(node: ast.AST) -> bool:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Attribute) and sub.attr in ("backward", "train", "step"):
+                return True
+            if isinstance(sub, ast.Name) and sub.id in ("DDP", "DistributedDataParallel"):
+                return True
+        return False
+
+    def _scope(self, module: Module) -> ModuleScope:
+        scope = self.scopes.get(module.name)
+        if scope is None:
+            scope = ModuleScope(module)
+            scope.globals["__name__"] = Val(const=module.name)
+            self.scopes[module.name] = scope
+        return scope
+
+    def _walk_module(self, scope: ModuleScope) -> None:
+        if scope.walked:
+            return
+        scope.walked = True
+        frame = Frame(scope, scope.globals, scope.exprs)
+        self.walk_block(scope.module.tree.body, frame, ())
+
+    # ------------------------------------------------------------------ helpers
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def new_obj(self, kind: str, node: ast.AST, frame: Frame, canon: str = "", **kw: Any) -> Obj:
+        ref = len(self.objects) + 1
+        obj = Obj(
+            ref=ref,
+            kind=kind,
+            file=frame.scope.module.label,
+            line=getattr(node, "lineno", 0),
+            seq=self.seq,
+            canon=canon,
+            node=node,
+            **kw,
+        )
+        self.objects[ref] = obj
+        return obj
+
+    def obj(self, val: Val | None) -> Obj | None:
+        if val is None or val.ref is None:
+            return None
+        return self.objects.get(val.ref)
+
+    def lookup(self, name: str, frame: Frame) -> Val:
+        f: Frame | None = frame
+        while f is not None:
+            if name in f.locals:
+                return f.locals[name]
+            f = f.parent
+        if name in frame.scope.globals:
+            return frame.scope.globals[name]
+        return Val(kind="symbol", canon=name)
+
+    def lookup_expr(self, name: str, frame: Frame) -> ast.expr | None:
+        f: Frame | None = frame
+        while f is not None:
+            if name in f.locals:
+                return f.exprs.get(name)
+            f = f.parent
+        return frame.scope.exprs.get(name)
+
+    def bind_name(self, name: str, val: Val, frame: Frame, expr: ast.expr | None) -> None:
+        frame.locals[name] = val
+        if expr is not None and _simple_expr(expr, name):
+            frame.exprs[name] = expr
+        else:
+            frame.exprs.pop(name, None)
+
+    def expand(self, expr: ast.expr, frame: Frame, depth: int = 0) -> ast.expr:
+        """Replace names by their known constant or the expression last assigned to them.
+
+        Copy-on-write: the source tree is never modified, unchanged sub-trees are shared.
+        """
+        if isinstance(expr, ast.Name):
+            val = self.lookup(expr.id, frame)
+            if val.known and isinstance(val.const, (int, float, str, bool)):
+                return _constant(val, expr)
+            if depth < 4:
+                sub = self.lookup_expr(expr.id, frame)
+                if sub is not None:
+                    return self.expand(sub, frame, depth + 1)
+            return expr
+        if isinstance(expr, ast.Attribute):
+            val = self.eval_pure(expr, frame)
+            if val.known and isinstance(val.const, (int, float, str, bool)):
+                return _constant(val, expr)
+            return expr
+        if not isinstance(expr, _EXPANDABLE):
+            return expr
+        new: ast.expr | None = None
+        for name, value in ast.iter_fields(expr):
+            if isinstance(value, ast.expr):
+                changed = self.expand(value, frame, depth)
+                if changed is not value:
+                    new = new or copy.copy(expr)
+                    setattr(new, name, changed)
+            elif isinstance(value, list) and value and isinstance(value[0], ast.expr):
+                items = [
+                    self.expand(v, frame, depth) if isinstance(v, ast.expr) else v for v in value
+                ]
+                if any(a is not b for a, b in zip(items, value)):
+                    new = new or copy.copy(expr)
+                    setattr(new, name, items)
+        return new if new is not None else expr
+
+    @staticmethod
+    def _at(node: ast.AST, frame: Frame) -> str:
+        return f"{frame.scope.module.label}:{getattr(node, 'lineno', 0)}"
+
+    def eval_pure(self, node: ast.expr, frame: Frame) -> Val:
+        """Evaluate names and attributes only: never records events."""
+        if isinstance(node, ast.Name):
+            return self.lookup(node.id, frame)
+        if isinstance(node, ast.Attribute):
+            return self.attribute(self.eval_pure(node.value, frame), node.attr, frame)
+        if isinstance(node, ast.Constant):
+            return Val(const=node.value)
+        return UNKNOWN
+
+    def unbound(self, name: str) -> Val:
+        """A parameter nobody passed: guess only its role from its name, never a value."""
+        low = name.lower()
+        taint = {V.UNBOUND}
+        kind: str | None = None
+        if low in _RANK_NAMES:
+            taint.add(V.RANK)
+        elif low in _WORLD_NAMES:
+            taint.add(V.WORLD)
+        elif low in ("optimizer", "optim", "opt") or low.endswith("optimizer"):
+            kind = V.OPTIMIZER
+        elif low in ("scheduler", "lr_scheduler", "sched"):
+            kind = V.SCHEDULER
+        elif low in ("scaler", "grad_scaler"):
+            kind = V.SCALER
+        elif low in ("accelerator",):
+            kind = V.ACCELERATOR
+        elif low in ("train_loader", "loader", "dataloader", "train_dataloader", "data_loader"):
+            kind = V.LOADER
+        elif low in ("criterion", "loss_fn", "loss_fct", "loss_func"):
+            kind = V.CRITERION
+        return Val(kind=kind, taint=frozenset(taint))
+
+    def rebind(self, target: ast.expr, val: Val, frame: Frame) -> None:
+        """In-place operations (``dist.all_reduce(t)``) change what a name holds."""
+        if isinstance(target, ast.Name):
+            frame.locals[target.id] = val
+        elif isinstance(target, ast.Attribute):
+            obj = self.obj(self.eval_pure(target.value, frame))
+            if obj is not None:
+                obj.attrs[target.attr] = val
+
+    if TYPE_CHECKING:
+
+        def walk_block(self, stmts: list[ast.stmt], frame: Frame, ctx: Ctx) -> None: ...
+
+        def walk_stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx) -> None: ...
+
+        def walk_if(self, stmt: ast.If, frame: Frame, ctx: Ctx) -> None: ...
+
+        def _test_taint(self, test: ast.expr, frame: Frame) -> frozenset[str]: ...
+
+        def _loop_carried(self, loop: ast.For | ast.AsyncFor | ast.While, frame: Frame) -> None: ...
+
+        def walk_for(self, stmt: ast.For | ast.AsyncFor, frame: Frame, ctx: Ctx) -> None: ...
+
+        def element_of(self, it: Val, node: ast.AST | None) -> Val: ...
+
+        def walk_with(self, stmt: ast.With | ast.AsyncWith, frame: Frame, ctx: Ctx) -> None: ...
+
+        def assign(
+            self,
+            target: ast.expr,
+            val: Val,
+            value_node: ast.expr | None,
+            frame: Frame,
+            ctx: Ctx,
+            stmt: ast.AST,
+        ) -> None: ...
+
+        def aug_assign(self, stmt: ast.AugAssign, frame: Frame, ctx: Ctx) -> None: ...
+
+        def do_import(self, stmt: ast.Import, frame: Frame) -> None: ...
+
+        def do_import_from(self, stmt: ast.ImportFrom, frame: Frame) -> None: ...
+
+        def define_class(self, stmt: ast.ClassDef, frame: Frame, ctx: Ctx) -> None: ...
+
+        def _field_default(self, value: ast.expr, frame: Frame, ctx: Ctx) -> Val: ...
+
+        def instantiate(self, info: ClassInfo, ev: Event, frame: Frame, ctx: Ctx) -> Val: ...
+
+        def inline(
+            self,
+            ref: FuncRef,
+            args: list[Val],
+            kwargs: dict[str, Val],
+            self_val: Val | None,
+            call_node: ast.Call | None,
+            caller: Frame,
+            ctx: Ctx,
+        ) -> Val: ...
+
+        def _bind_params(
+            self,
+            a: ast.arguments,
+            args: list[Val],
+            kwargs: dict[str, Val],
+            self_val: Val | None,
+            call_node: ast.Call | None,
+            frame: Frame,
+            caller: Frame,
+            ctx: Ctx,
+        ) -> None: ...
+
+        def eval(self, node: ast.expr | None, frame: Frame, ctx: Ctx) -> Val: ...
+
+        def _boolop(self, node: ast.BoolOp, vals: list[Val]) -> Val: ...
+
+        def comprehension(self, node: ast.AST, frame: Frame, ctx: Ctx) -> Val: ...
+
+        def binop(
+            self,
+            op: ast.operator,
+            left: Val,
+            right: Val,
+            right_node: ast.expr | None,
+            left_node: ast.expr | None = None,
+            at: str | None = None,
+        ) -> Val: ...
+
+        def subscript(self, node: ast.Subscript, frame: Frame, ctx: Ctx) -> Val: ...
+
+        def _env(self, key: str, default: Val | None) -> Val: ...
+
+        def attribute(self, base: Val, name: str, frame: Frame) -> Val: ...
+
+        def _arg_default(self, parser_ns: Obj, name: str) -> Val: ...
+
+        def eval_call(self, node: ast.Call, frame: Frame, ctx: Ctx) -> Val: ...
+
+        def call_semantics(self, ev: Event, fval: Val, frame: Frame, ctx: Ctx) -> Val: ...
+
+        def forward(self, model: Val, ev: Event) -> Val: ...
+
+        def criterion_call(self, crit: Val, ev: Event) -> Val: ...
+
+        def method_call(self, ev: Event, recv: Val, method: str, frame: Frame, ctx: Ctx) -> Val: ...

@@ -1,0 +1,542 @@
+"""Expressions: names, attributes, operators, subscripts and calls (library calls go to
+:mod:`ddpadvisor.scan.library`)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from typing import Any
+
+from ddpadvisor.scan import apis, library
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.context import Ctx, Event
+from ddpadvisor.scan.interp.core import WalkerCore
+from ddpadvisor.scan.interp.frames import (
+    _CTX_KINDS,
+    _MAIN_PROCESS_NAMES,
+    _MODEL_KINDS,
+    _RANK_ENV,
+    _RANK_NAMES,
+    _WORLD_ENV,
+    _WORLD_NAMES,
+    ClassInfo,
+    Frame,
+    FuncRef,
+    ModuleScope,
+    _count_of,
+)
+from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Obj, Op, Val, merge
+
+
+class Expressions(WalkerCore):
+    # ------------------------------------------------------------------ expressions
+    def eval(self, node: ast.expr | None, frame: Frame, ctx: Ctx) -> Val:
+        if node is None:
+            return UNKNOWN
+        if isinstance(node, ast.Constant):
+            return Val(const=node.value, node=node)
+        if isinstance(node, ast.Name):
+            return self.lookup(node.id, frame)
+        if isinstance(node, ast.Attribute):
+            return self.attribute(self.eval(node.value, frame, ctx), node.attr, frame)
+        if isinstance(node, ast.Call):
+            return self.eval_call(node, frame, ctx)
+        if isinstance(node, ast.BinOp):
+            left = self.eval(node.left, frame, ctx)
+            right = self.eval(node.right, frame, ctx)
+            return self.binop(node.op, left, right, node.right, node.left, at=self._at(node, frame))
+        if isinstance(node, ast.UnaryOp):
+            inner = self.eval(node.operand, frame, ctx)
+            if inner.known:
+                try:
+                    if isinstance(node.op, ast.Not):
+                        return replace(inner, const=not inner.const, kind=None, ref=None)
+                    if isinstance(node.op, ast.USub):
+                        return replace(inner, const=-inner.const, kind=None, ref=None)
+                except TypeError:
+                    pass
+            return inner.plain()
+        if isinstance(node, ast.BoolOp):
+            vals = [self.eval(v, frame, ctx) for v in node.values]
+            return self._boolop(node, vals)
+        if isinstance(node, ast.Compare):
+            vals = [
+                self.eval(node.left, frame, ctx),
+                *(self.eval(c, frame, ctx) for c in node.comparators),
+            ]
+            out = merge(*vals)
+            if all(v.known for v in vals):
+                from ddpadvisor.scan.evaluate import Undecidable, evaluate
+
+                try:
+                    const = evaluate(
+                        ast.Compare(
+                            left=ast.Constant(vals[0].const),
+                            ops=node.ops,
+                            comparators=[ast.Constant(v.const) for v in vals[1:]],
+                        )
+                    )
+                    return replace(out, const=const)
+                except Undecidable:
+                    pass
+            return Val(taint=out.taint)
+        if isinstance(node, ast.IfExp):
+            test = self.eval(node.test, frame, ctx)
+            yes = self.eval(node.body, frame, ctx)
+            no = self.eval(node.orelse, frame, ctx)
+            if test.known and V.ARGDEFAULT not in test.taint:
+                return yes if test.const else no
+            if yes.kind in _CTX_KINDS or no.kind in _CTX_KINDS:
+                return Val(kind="ifexp", items=(yes, no), node=self.expand(node.test, frame))
+            if yes.kind is not None and yes.kind == no.kind:
+                return replace(yes, taint=yes.taint | no.taint | test.taint)
+            picked = yes if yes.kind is not None else no
+            if picked.kind is not None:
+                return replace(picked, taint=yes.taint | no.taint)
+            return merge(yes, no)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items: list[Val] = []
+            for e in node.elts:
+                if isinstance(e, ast.Starred):
+                    inner = self.eval(e.value, frame, ctx)
+                    items.extend(inner.items or (inner.plain(),))
+                else:
+                    items.append(self.eval(e, frame, ctx))
+            tconst: Any = NO_CONST
+            if all(i.known for i in items):
+                tconst = tuple(i.const for i in items)
+            return Val(items=tuple(items), const=tconst, taint=merge(*items).taint)
+        if isinstance(node, ast.Dict):
+            pairs: list[tuple[str, Val]] = []
+            for k, v in zip(node.keys, node.values):
+                val = self.eval(v, frame, ctx)
+                if k is None:
+                    pairs.extend(val.mapping or ())
+                    continue
+                key = self.eval(k, frame, ctx)
+                if key.known:
+                    pairs.append((str(key.const), val))
+            return Val(mapping=tuple(pairs), taint=merge(*(v for _, v in pairs)).taint)
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node, frame, ctx)
+        if isinstance(node, ast.JoinedStr):
+            parts = [self.eval(v, frame, ctx) for v in node.values]
+            return merge(*parts)
+        if isinstance(node, ast.FormattedValue):
+            return self.eval(node.value, frame, ctx)
+        if isinstance(node, ast.Lambda):
+            ref = FuncRef(node, frame.scope, frame)
+            return Val(kind=V.LAMBDA, const=ref, node=node)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            return self.comprehension(node, frame, ctx)
+        if isinstance(node, ast.NamedExpr):
+            val = self.eval(node.value, frame, ctx)
+            self.bind_name(node.target.id, val, frame, node.value)
+            return val
+        if isinstance(node, ast.Starred):
+            return self.eval(node.value, frame, ctx)
+        if isinstance(node, ast.Await):
+            return self.eval(node.value, frame, ctx)
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            val = self.eval(node.value, frame, ctx) if node.value is not None else UNKNOWN
+            if isinstance(node, ast.YieldFrom):
+                val = self.element_of(val, None)
+            frame.yields.append(val)
+            return UNKNOWN
+        if isinstance(node, ast.Slice):
+            return merge(
+                *(self.eval(x, frame, ctx) for x in (node.lower, node.upper, node.step) if x)
+            )
+        return UNKNOWN
+
+    def _boolop(self, node: ast.BoolOp, vals: list[Val]) -> Val:
+        out = merge(*vals)
+        if all(v.known for v in vals):
+            const: Any = isinstance(node.op, ast.And)
+            for v in vals:
+                const = v.const
+                if isinstance(node.op, ast.And) and not const:
+                    break
+                if isinstance(node.op, ast.Or) and const:
+                    break
+            taint = out.taint
+            return Val(const=const, taint=taint)
+        return Val(taint=out.taint)
+
+    def comprehension(self, node: ast.AST, frame: Frame, ctx: Ctx) -> Val:
+        sub = Frame(frame.scope, {}, {}, frame, frame.name)
+        its: list[Val] = []
+        for gen in node.generators:  # type: ignore[attr-defined]
+            it = self.eval(gen.iter, sub, ctx)
+            its.append(it)
+            self.assign(gen.target, self.element_of(it, gen.iter), None, sub, ctx, node)
+            for cond in gen.ifs:
+                self.eval(cond, sub, ctx)
+        if isinstance(node, ast.DictComp):
+            return merge(self.eval(node.key, sub, ctx), self.eval(node.value, sub, ctx))
+        elt = self.eval(node.elt, sub, ctx)  # type: ignore[attr-defined]
+        if elt.kind == V.PARAMS:
+            return Val(kind=V.PARAMS, ref=elt.ref)
+        count = _count_of(its[0]) if len(its) == 1 else None
+        if count is not None:
+            # [b for _, b in zip(range(K), it)]: a list of K items (micro-batches).
+            return Val(kind="sized", items=(elt, count), taint=elt.taint)
+        return Val(items=(elt,), taint=elt.taint)
+
+    def binop(
+        self,
+        op: ast.operator,
+        left: Val,
+        right: Val,
+        right_node: ast.expr | None,
+        left_node: ast.expr | None = None,
+        at: str | None = None,
+    ) -> Val:
+        if left.known and right.known:
+            from ddpadvisor.scan.evaluate import Undecidable, evaluate
+
+            try:
+                const = evaluate(ast.BinOp(ast.Constant(left.const), op, ast.Constant(right.const)))
+                return Val(const=const, taint=left.taint | right.taint)
+            except Undecidable:
+                pass
+        taint = set(left.taint | right.taint)
+        ops = left.ops
+        if isinstance(op, (ast.Div, ast.FloorDiv)):
+            if V.FWD in left.taint and right_node is not None and len(ops) < 8:
+                ops = (*ops, Op("div", right_node, right))
+            if V.WORLD in right.taint:
+                taint.add(V.DIV_WORLD)
+                taint.discard(V.REDUCED_SUM)
+                taint.discard("reduced_div_unknown")
+                if V.REDUCED_AVG in left.taint:
+                    taint.add("double_div_world")
+            elif V.REDUCED in right.taint and V.REDUCED in left.taint:
+                # A summed total over a summed count: a correct global mean.
+                taint.discard(V.REDUCED_SUM)
+            elif V.REDUCED_SUM in left.taint:
+                # Divided by something else (often a hard-coded world size): undecidable.
+                taint.discard(V.REDUCED_SUM)
+                taint.add("reduced_div_unknown")
+            if V.FWD in left.taint and V.FWD not in right.taint:
+                if V.GLOBAL_TOKENS in right.taint:
+                    taint.add(V.NORM_GLOBAL)
+                    taint.discard(V.SUM_RED)
+                    taint.add(V.MEAN_RED)
+                elif V.SUM_RED in left.taint and (V.TOKENS in right.taint or V.DATA in right.taint):
+                    taint.discard(V.SUM_RED)
+                    taint.add(V.MEAN_RED)
+            if V.WORLD in right.taint and V.WORLD not in left.taint:
+                taint.discard(V.WORLD)  # x / world_size undoes a world-size scaling
+        elif isinstance(op, ast.Mult):
+            fwd_side, other, other_node = (
+                (left, right, right_node) if V.FWD in left.taint else (right, left, left_node)
+            )
+            if V.FWD in fwd_side.taint and other_node is not None and len(ops) < 8:
+                ops = (*fwd_side.ops, Op("mul", other_node, other))
+            if V.FWD in fwd_side.taint and V.WORLD in other.taint and V.FWD not in other.taint:
+                taint.add(V.MUL_WORLD)
+                if at:
+                    taint.add(f"mulworld@{at}")
+            elif V.WORLD in taint and V.FWD not in taint and at:
+                taint.add(f"scaled@{at}")
+        elif (
+            isinstance(op, ast.Pow) and V.WORLD in left.taint and right.known and right.const == 0.5
+        ):
+            taint.add("sqrt_world")
+            if at:
+                taint.add(f"scaled@{at}")
+        return Val(taint=frozenset(taint), ops=ops)
+
+    def subscript(self, node: ast.Subscript, frame: Frame, ctx: Ctx) -> Val:
+        base = self.eval(node.value, frame, ctx)
+        key = self.eval(node.slice, frame, ctx)
+        if base.canon == "os.environ" and key.known:
+            return self._env(str(key.const), None)
+        if key.known and base.mapping is not None:
+            got = base.get(str(key.const))
+            if got is not None:
+                # ``table[cfg.dtype]``: only as decided as the key (a default stays a default).
+                loose = key.taint & {V.ARGDEFAULT, V.UNBOUND}
+                return replace(got, taint=got.taint | loose) if loose else got
+        if (
+            key.known
+            and base.items is not None
+            and isinstance(key.const, int)
+            and -len(base.items) <= key.const < len(base.items)
+        ):
+            return base.items[key.const]
+        if base.kind == "batch":
+            return Val(taint=base.taint | key.taint)
+        if base.kind in _MODEL_KINDS:
+            return Val(kind=base.kind, ref=base.ref)  # model.layers[3]: still (part of) the model
+        if base.kind == "named_params" or base.kind == V.PARAMS:
+            return Val(kind=V.PARAMS, ref=base.ref)
+        if isinstance(node.slice, ast.Slice):
+            sl = node.slice
+            lower = self.eval_pure(sl.lower, frame) if sl.lower is not None else UNKNOWN
+            step = self.eval_pure(sl.step, frame) if sl.step is not None else UNKNOWN
+            if V.RANK in lower.taint and V.WORLD in step.taint:
+                self.rank_slices.append(self._at(node, frame))
+            return replace(base.plain(), taint=base.taint | key.taint)
+        return merge(base, key)
+
+    def _env(self, key: str, default: Val | None) -> Val:
+        if key in _RANK_ENV:
+            return Val(taint=frozenset({V.RANK}))
+        if key in _WORLD_ENV:
+            return Val(taint=frozenset({V.WORLD}))
+        if default is not None and default.known:
+            return Val(const=default.const, taint=frozenset({V.ARGDEFAULT}))
+        return Val(taint=frozenset({"env"}))
+
+    def attribute(self, base: Val, name: str, frame: Frame) -> Val:
+        kind = base.kind
+        if kind == "symbol":
+            return Val(kind="symbol", canon=f"{base.canon}.{name}")
+        if kind == "module" and isinstance(base.const, ModuleScope):
+            scope = base.const
+            if name in scope.globals:
+                return scope.globals[name]
+            sub = self.sources.resolve(f"{scope.module.name}.{name}")
+            if sub is not None:
+                sub_scope = self._scope(sub)
+                self._walk_module(sub_scope)
+                return Val(kind="module", const=sub_scope)
+            return Val(kind="symbol", canon=f"{scope.module.name}.{name}")
+        if kind == "class" and isinstance(base.const, ClassInfo):
+            info = base.const
+            found = info.find_method(name)
+            if found is not None:
+                ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
+                return Val(kind=V.FUNCTION, const=ref, canon=f"local:{info.name}.{name}")
+            attr = info.find_attr(name)
+            return attr if attr is not None else UNKNOWN
+        obj = self.obj(base)
+        if obj is not None:
+            if name in obj.attrs:
+                got = obj.attrs[name]
+                if kind in _MODEL_KINDS and got.kind in _MODEL_KINDS:
+                    # A sub-module stands for the whole model it belongs to: what matters
+                    # is which model (and whether reached around DDP), not which layer.
+                    return Val(kind=kind, ref=base.ref)
+                return got
+            cinfo = obj.extra.get("class")
+            if isinstance(cinfo, ClassInfo):
+                found = cinfo.find_method(name)
+                if found is not None:
+                    ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
+                    return Val(
+                        kind="method", const=ref, items=(base,), canon=f"local:{cinfo.name}.{name}"
+                    )
+                attr = cinfo.find_attr(name)
+                if attr is not None:
+                    return attr
+            if kind == V.ARGS:
+                return self._arg_default(obj, name)
+            if (
+                kind
+                in (
+                    V.TRAINING_ARGS,
+                    V.TRAINER,
+                    V.ACCELERATOR,
+                    V.OPTIMIZER,
+                    V.LOADER,
+                    V.DSAMPLER,
+                )
+                and name in obj.kwargs
+            ):
+                return obj.kwargs[name]
+        if kind == V.DDP:
+            if name == "module":
+                inner = obj.wraps if obj is not None else None
+                return Val(kind=V.DDP_MODULE, ref=inner if inner is not None else base.ref)
+            return Val(kind=V.DDP, ref=base.ref) if name not in apis.MODEL_DATA_ATTRS else UNKNOWN
+        if kind in (V.MODEL, V.DDP_MODULE, V.FSDP):
+            if name in ("module", "_orig_mod", "base_model", "model") and kind == V.FSDP:
+                return Val(kind=V.DDP_MODULE, ref=obj.wraps if obj and obj.wraps else base.ref)
+            if name in apis.MODEL_DATA_ATTRS:
+                return Val(kind=V.PARAMS, ref=base.ref) if name in ("weight", "bias") else UNKNOWN
+            return Val(kind=kind, ref=base.ref)
+        if kind == V.PARAMS:
+            return Val(kind=V.PARAMS, ref=base.ref)
+        if kind == V.OPTIMIZER and name == "param_groups":
+            return Val(kind="param_groups", ref=base.ref)
+        if kind == V.ACCELERATOR:
+            if name in (
+                "is_main_process",
+                "is_local_main_process",
+                "process_index",
+                "local_process_index",
+            ):
+                return Val(taint=frozenset({V.RANK}))
+            if name == "num_processes":
+                return Val(taint=frozenset({V.WORLD}))
+        if kind == V.LOADER and name == "sampler" and obj is not None:
+            return obj.kwargs.get("sampler", Val(kind=V.SAMPLER))
+        if kind == V.LOADER and name == "dataset" and obj is not None:
+            return obj.kwargs.get("dataset", obj.args[0] if obj.args else UNKNOWN)
+        if base.mapping is not None:
+            mapped = base.get(name)
+            if mapped is not None:
+                return mapped
+        if name in _MAIN_PROCESS_NAMES or name in _RANK_NAMES:
+            return Val(taint=base.taint | {V.RANK})
+        if name in _WORLD_NAMES:
+            return Val(taint=base.taint | {V.WORLD})
+        if name == "num_items_in_batch":
+            return Val(taint=base.taint | {V.GLOBAL_TOKENS})
+        out = base.plain()
+        if name == "loss" and V.FWD in base.taint:
+            out = out.with_taint(V.MEAN_RED)
+        return out
+
+    def _arg_default(self, parser_ns: Obj, name: str) -> Val:
+        parser = self.objects.get(parser_ns.extra.get("parser", -1))
+        taint: set[str] = set()
+        if name.lower() in _RANK_NAMES:
+            taint.add(V.RANK)
+        if name.lower() in _WORLD_NAMES:
+            taint.add(V.WORLD)
+        if parser is not None:
+            defaults: dict[str, Val] = parser.extra.get("defaults", {})
+            if name in defaults:
+                got = defaults[name]
+                return replace(got, taint=got.taint | taint | {V.ARGDEFAULT})
+        return Val(taint=frozenset(taint | {"cli"}))
+
+    # ------------------------------------------------------------------ calls
+    def eval_call(self, node: ast.Call, frame: Frame, ctx: Ctx) -> Val:
+        func = node.func
+        recv: Val | None = None
+        method: str | None = None
+        if isinstance(func, ast.Attribute):
+            recv = self.eval(func.value, frame, ctx)
+            method = func.attr
+            fval = (
+                self.attribute(recv, method, frame)
+                if recv.kind
+                in (
+                    "symbol",
+                    "module",
+                    "class",
+                    V.INSTANCE,
+                    V.MODEL,
+                    V.DATASET,
+                    V.SAMPLER,
+                    V.DDP_MODULE,
+                )
+                else UNKNOWN
+            )
+            if fval.kind in _MODEL_KINDS and recv.kind in _MODEL_KINDS:
+                fval = UNKNOWN  # a method on a model: handled by model_method
+        else:
+            fval = self.eval(func, frame, ctx)
+        args: list[Val] = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                inner = self.eval(a.value, frame, ctx)
+                args.extend(inner.items or (inner.plain(),))
+            else:
+                args.append(self.eval(a, frame, ctx))
+        kwargs: dict[str, Val] = {}
+        for k in node.keywords:
+            val = self.eval(k.value, frame, ctx)
+            if k.arg is None:
+                kwargs.update(dict(val.mapping or ()))
+            else:
+                kwargs[k.arg] = val
+        if (fval.kind == "symbol" and fval.canon) or (
+            fval.kind in (V.FUNCTION, "class", "method") and fval.canon
+        ):
+            name = fval.canon
+        elif method:
+            name = "." + method
+        else:
+            name = ""
+        ev = Event(
+            self.next_seq(),
+            "call",
+            frame.scope.module.label,
+            node.lineno,
+            ctx,
+            node,
+            name=name,
+            method=method,
+            recv=recv,
+            args=args,
+            kwargs=kwargs,
+        )
+        self.events.append(ev)
+        result = self.call_semantics(ev, fval, frame, ctx)
+        ev.result = result
+        return result
+
+    def call_semantics(self, ev: Event, fval: Val, frame: Frame, ctx: Ctx) -> Val:
+        node = ev.node
+        assert isinstance(node, ast.Call)
+        if fval.kind in (V.FUNCTION, V.LAMBDA) and isinstance(fval.const, FuncRef):
+            owner = fval.const.owner
+            if owner is not None and ev.method and ev.recv is not None and ev.recv.kind == "class":
+                # ClassName.method(...) on a local class: a static or class method call.
+                pass
+            return self.inline(fval.const, ev.args, ev.kwargs, None, node, frame, ctx)
+        if fval.kind == "method" and isinstance(fval.const, FuncRef) and fval.items:
+            self_val = fval.items[0]
+            result = self.inline(fval.const, ev.args, ev.kwargs, self_val, node, frame, ctx)
+            if self_val.kind in _MODEL_KINDS and ev.method == "forward":
+                return self.forward(self_val, ev)
+            return result
+        if fval.kind == "class" and isinstance(fval.const, ClassInfo):
+            return self.instantiate(fval.const, ev, frame, ctx)
+        recv = ev.recv
+        if recv is not None and ev.method and recv.kind not in ("symbol", "module", "class"):
+            # ``self.model(x)``: an object attribute that holds a model or a criterion.
+            if fval.kind in _MODEL_KINDS and recv.kind not in _MODEL_KINDS:
+                return self.forward(fval, ev)
+            if fval.kind == V.CRITERION:
+                return self.criterion_call(fval, ev)
+            return self.method_call(ev, recv, ev.method, frame, ctx)
+        if fval.kind == "symbol" and fval.canon:
+            return library.symbol_call(self, ev, fval.canon, frame, ctx)
+        if fval.kind in _MODEL_KINDS:
+            return self.forward(fval, ev)
+        if fval.kind == V.CRITERION:
+            return self.criterion_call(fval, ev)
+        if fval.kind == V.INSTANCE:
+            obj = self.obj(fval)
+            info = obj.extra.get("class") if obj else None
+            if isinstance(info, ClassInfo):
+                found = info.find_method("__call__")
+                if found is not None:
+                    ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
+                    return self.inline(ref, ev.args, ev.kwargs, fval, node, frame, ctx)
+        return merge(*ev.args, *ev.kwargs.values())
+
+    def forward(self, model: Val, ev: Event) -> Val:
+        route = model.kind or "unknown"
+        base = merge(*ev.args, *ev.kwargs.values())
+        taint = base.taint | {V.FWD, f"route:{route}", f"model:{model.ref}", f"fwdseq:{ev.seq}"}
+        obj = self.obj(model)
+        if obj is not None and "hf_class" in obj.extra and "labels" in ev.kwargs:
+            taint |= {V.MEAN_RED}
+        return Val(taint=frozenset(taint))
+
+    def criterion_call(self, crit: Val, ev: Event) -> Val:
+        base = merge(*ev.args, *ev.kwargs.values())
+        obj = self.obj(crit)
+        red = "mean"
+        if obj is not None:
+            r = obj.kwargs.get("reduction")
+            if r is not None:
+                red = str(r.const) if r.known else "unknown"
+        taint = set(base.taint)
+        if red == "sum":
+            taint.add(V.SUM_RED)
+        elif red == "mean":
+            taint.add(V.MEAN_RED)
+        return Val(taint=frozenset(taint), ops=base.ops)
+
+    def method_call(self, ev: Event, recv: Val, method: str, frame: Frame, ctx: Ctx) -> Val:
+
+        return library.method_call(self, ev, recv, method, frame, ctx)

@@ -1,0 +1,641 @@
+"""Statements and control flow: blocks, if/for/while/with, assignments, imports, classes,
+inlined calls."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.context import CondCtx, Ctx, Event, FuncCtx, LoopCtx, WithCtx
+from ddpadvisor.scan.interp.core import WalkerCore
+from ddpadvisor.scan.interp.frames import (
+    _AUG_OPS,
+    _CTX_KINDS,
+    _MAIN_PROCESS_NAMES,
+    _RANK_NAMES,
+    MAX_DEPTH,
+    MAX_INLINES_PER_FUNCTION,
+    ClassInfo,
+    Frame,
+    FuncRef,
+    _always_exits,
+    _is_main_guard,
+    _simple_expr,
+    union,
+)
+from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Val, merge
+
+
+class Statements(WalkerCore):
+    # ------------------------------------------------------------------ statements
+    def walk_block(self, stmts: list[ast.stmt], frame: Frame, ctx: Ctx) -> None:
+        extra: list[CondCtx] = []
+        for stmt in stmts:
+            if self.budget <= 0:
+                self.truncated = True
+                return
+            self.budget -= 1
+            cur = ctx + tuple(extra) if extra else ctx
+            try:
+                self.walk_stmt(stmt, frame, cur)
+                if _is_config_exec(stmt):
+                    self._config_overrides(frame)
+            except RecursionError:
+                # An expression nested deeper than Python's stack (``1 + 1 + … + 1`` a
+                # thousand times): that statement is skipped, the rest is still read.
+                self.warnings.append(
+                    f"{frame.scope.module.label}:{stmt.lineno}: expression too deep to read; "
+                    "statement skipped"
+                )
+            if (
+                isinstance(stmt, ast.If)
+                and not stmt.orelse
+                and _always_exits(stmt.body, stmt.test)
+                and not _is_main_guard(stmt.test)
+            ):
+                test_val = self.eval_pure(stmt.test, frame)
+                extra.append(
+                    CondCtx(
+                        stmt,
+                        frame.scope.module.label,
+                        stmt.lineno,
+                        self.expand(stmt.test, frame),
+                        False,
+                        self._test_taint(stmt.test, frame) | test_val.taint,
+                    )
+                )
+
+    def _config_overrides(self, frame: Frame) -> None:
+        """After ``exec(open("configurator.py").read())`` (nanoGPT) a config file or the
+        command line may rebind any simple global: their values so far are only defaults."""
+        for name, val in list(frame.locals.items()):
+            if val.known and isinstance(val.const, (bool, int, float, str)):
+                frame.locals[name] = replace(val, taint=val.taint | {V.ARGDEFAULT})
+
+    def walk_stmt(self, stmt: ast.stmt, frame: Frame, ctx: Ctx) -> None:
+        label = frame.scope.module.label
+        if isinstance(stmt, ast.Expr):
+            self.eval(stmt.value, frame, ctx)
+        elif isinstance(stmt, ast.Assign):
+            val = self.eval(stmt.value, frame, ctx)
+            for target in stmt.targets:
+                self.assign(target, val, stmt.value, frame, ctx, stmt)
+        elif isinstance(stmt, ast.AnnAssign):
+            if stmt.value is not None:
+                val = self.eval(stmt.value, frame, ctx)
+                self.assign(stmt.target, val, stmt.value, frame, ctx, stmt)
+        elif isinstance(stmt, ast.AugAssign):
+            self.aug_assign(stmt, frame, ctx)
+        elif isinstance(stmt, ast.If):
+            self.walk_if(stmt, frame, ctx)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self.walk_for(stmt, frame, ctx)
+        elif isinstance(stmt, ast.While):
+            self._loop_carried(stmt, frame)
+            self.eval(stmt.test, frame, ctx)
+            loop = LoopCtx(stmt, label, stmt.lineno, UNKNOWN, is_while=True)
+            self.walk_block(stmt.body, frame, (*ctx, loop))
+            self.walk_block(stmt.orelse, frame, ctx)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            self.walk_with(stmt, frame, ctx)
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            self.walk_block(stmt.body, frame, ctx)  # type: ignore[attr-defined]
+            for handler in stmt.handlers:  # type: ignore[attr-defined]
+                self.walk_block(handler.body, frame, ctx)
+            self.walk_block(stmt.orelse, frame, ctx)  # type: ignore[attr-defined]
+            self.walk_block(stmt.finalbody, frame, ctx)  # type: ignore[attr-defined]
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            ref = FuncRef(stmt, frame.scope, frame if frame.name != "<module>" else None)
+            self.functions.append(ref)
+            val = Val(kind=V.FUNCTION, const=ref, canon=f"local:{stmt.name}")
+            for deco in stmt.decorator_list:
+                self.eval(deco, frame, ctx)
+            self.bind_name(stmt.name, val, frame, None)
+        elif isinstance(stmt, ast.ClassDef):
+            self.define_class(stmt, frame, ctx)
+        elif isinstance(stmt, ast.Return):
+            frame.returns.append(self.eval(stmt.value, frame, ctx) if stmt.value else UNKNOWN)
+        elif isinstance(stmt, ast.Import):
+            self.do_import(stmt, frame)
+        elif isinstance(stmt, ast.ImportFrom):
+            self.do_import_from(stmt, frame)
+        elif isinstance(stmt, (ast.Raise, ast.Assert)):
+            for sub in ast.iter_child_nodes(stmt):
+                if isinstance(sub, ast.expr):
+                    self.eval(sub, frame, ctx)
+        elif isinstance(stmt, ast.Delete):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    frame.locals.pop(target.id, None)
+        elif type(stmt).__name__ == "Match":
+            self.eval(stmt.subject, frame, ctx)  # type: ignore[attr-defined]
+            for case in stmt.cases:  # type: ignore[attr-defined]
+                self.walk_block(case.body, frame, ctx)
+
+    def walk_if(self, stmt: ast.If, frame: Frame, ctx: Ctx) -> None:
+        if _is_main_guard(stmt.test):
+            self.walk_block(stmt.body, frame, ctx)
+            return
+        test_val = self.eval(stmt.test, frame, ctx)
+        const: bool | None = None
+        if test_val.known and not isinstance(test_val.const, (list, dict)):
+            const = bool(test_val.const)
+            # A plain constant switch (``if False:``) is dead code; a command-line default
+            # can be overridden, so both branches stay in play.
+            if V.ARGDEFAULT not in test_val.taint:
+                self.walk_block(stmt.body if const else stmt.orelse, frame, ctx)
+                return
+        label = frame.scope.module.label
+        taint = self._test_taint(stmt.test, frame) | test_val.taint
+        expanded = self.expand(stmt.test, frame)
+        body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const)
+        before = dict(frame.locals)
+        self.walk_block(stmt.body, frame, (*ctx, body))
+        if stmt.orelse:
+            after_body = dict(frame.locals)
+            orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const)
+            self.walk_block(stmt.orelse, frame, (*ctx, orelse))
+            # if/else are alternatives: a name both branches bind holds either value.
+            for name, val in after_body.items():
+                now = frame.locals.get(name)
+                if now is None or now is val or before.get(name) is val:
+                    continue
+                frame.locals[name] = union([val, now])
+                frame.exprs.pop(name, None)
+
+    def _test_taint(self, test: ast.expr, frame: Frame) -> frozenset[str]:
+        """Rank-dependence of an if-test, including helpers named like ``is_main_process()``."""
+        out: set[str] = set()
+        for sub in ast.walk(test):
+            name = None
+            if isinstance(sub, ast.Name):
+                name = sub.id
+            elif isinstance(sub, ast.Attribute):
+                name = sub.attr
+            if name and (name in _MAIN_PROCESS_NAMES or name in _RANK_NAMES):
+                out.add(V.RANK)
+        return frozenset(out)
+
+    def _loop_carried(self, loop: ast.For | ast.AsyncFor | ast.While, frame: Frame) -> None:
+        """Names the loop body reassigns are not constants inside the loop (``step += 1``)."""
+        names: set[str] = set()
+        stack: list[ast.AST] = list(loop.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+            elif isinstance(node, ast.NamedExpr):
+                names.add(node.target.id)
+            stack.extend(ast.iter_child_nodes(node))
+        for name in names:
+            cur = frame.locals.get(name)
+            if cur is not None and cur.known:
+                frame.locals[name] = replace(cur, const=NO_CONST)
+                frame.exprs.pop(name, None)
+
+    def walk_for(self, stmt: ast.For | ast.AsyncFor, frame: Frame, ctx: Ctx) -> None:
+        self._loop_carried(stmt, frame)
+        it = self.eval(stmt.iter, frame, ctx)
+        label = frame.scope.module.label
+        count: Val | None = None
+        index_var: str | None = None
+        over_loader = False
+        elem = self.element_of(it, stmt.iter)
+        target = stmt.target
+        if it.kind == V.RANGE and it.items:
+            count = it.items[0]
+            if isinstance(target, ast.Name):
+                index_var = target.id
+        elif it.kind == "sized" and it.items:
+            count = it.items[1]
+        elif it.kind == "enumerate" and it.items:
+            inner = it.items[0]
+            over_loader = inner.kind == V.LOADER
+            elem = Val(items=(Val(), self.element_of(inner, None)))
+            if (
+                isinstance(target, ast.Tuple)
+                and target.elts
+                and isinstance(target.elts[0], ast.Name)
+            ):
+                index_var = target.elts[0].id
+            if inner.kind == V.RANGE and inner.items:
+                count = inner.items[0]
+            elif inner.kind == "sized" and inner.items:
+                count = inner.items[1]
+        else:
+            over_loader = it.kind == V.LOADER or (V.DATA in it.taint and it.kind != V.RANGE)
+        self.assign(target, elem, None, frame, ctx, stmt)
+        loop = LoopCtx(stmt, label, stmt.lineno, it, count, index_var, over_loader)
+        self.walk_block(stmt.body, frame, (*ctx, loop))
+        self.walk_block(stmt.orelse, frame, ctx)
+
+    def element_of(self, it: Val, node: ast.AST | None) -> Val:
+        if it.kind == V.LOADER:
+            return Val(kind="batch", ref=it.ref, taint=it.taint | {V.DATA})
+        if it.kind == V.RANGE:
+            return Val(taint=it.taint)
+        if it.kind == V.PARAMS:
+            return Val(kind=V.PARAMS, ref=it.ref)
+        if it.kind == "named_params":
+            return Val(items=(Val(), Val(kind=V.PARAMS, ref=it.ref)))
+        if it.kind == "param_groups":
+            return Val(kind="param_group", ref=it.ref)
+        if it.kind in ("generator", "sized") and it.items:
+            return it.items[0]
+        if it.kind == "zip" and it.items:
+            return Val(items=tuple(self.element_of(i, None) for i in it.items))
+        if it.kind == "enumerate" and it.items:
+            return Val(items=(Val(), self.element_of(it.items[0], None)))
+        if it.items:
+            return it.items[0] if len(it.items) == 1 else merge(*it.items)
+        if it.kind == V.DATASET:
+            return Val(taint=it.taint | {V.DATA})
+        if it.kind in (None, "state") and not it.known:
+            return Val(taint=it.taint | {V.DATA})  # iterating something loaded: a batch
+        return it.plain()
+
+    def walk_with(self, stmt: ast.With | ast.AsyncWith, frame: Frame, ctx: Ctx) -> None:
+        label = frame.scope.module.label
+        new: list[WithCtx] = []
+        for item in stmt.items:
+            val = self.eval(item.context_expr, frame, ctx)
+            kind: str | None = val.kind if val.kind in _CTX_KINDS else None
+            cond: ast.expr | None = None
+            if val.kind == "ifexp" and val.items and isinstance(val.node, ast.expr):
+                yes, no = val.items
+                if yes.kind == V.CTX_NO_SYNC and no.kind != V.CTX_NO_SYNC:
+                    kind, cond = V.CTX_NO_SYNC, val.node
+                elif no.kind == V.CTX_NO_SYNC and yes.kind != V.CTX_NO_SYNC:
+                    kind = V.CTX_NO_SYNC
+                    cond = ast.UnaryOp(op=ast.Not(), operand=val.node)
+                elif yes.kind == no.kind:
+                    kind = yes.kind if yes.kind in _CTX_KINDS else None
+                    val = yes
+                elif V.CTX_AUTOCAST in (yes.kind, no.kind):
+                    # ``nullcontext() if device_type == "cpu" else autocast(...)``: autocast
+                    # only on one side of an undecided test, so maybe on.
+                    cast = yes if yes.kind == V.CTX_AUTOCAST else no
+                    dtype = cast.const[0] if isinstance(cast.const, tuple) else "unknown"
+                    kind = V.CTX_AUTOCAST
+                    val = Val(kind=V.CTX_AUTOCAST, const=(dtype, "maybe"))
+            new.append(WithCtx(stmt, label, stmt.lineno, val, kind, cond))
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, val.plain(), None, frame, ctx, stmt)
+        self.walk_block(stmt.body, frame, (*ctx, *new))
+
+    def assign(
+        self,
+        target: ast.expr,
+        val: Val,
+        value_node: ast.expr | None,
+        frame: Frame,
+        ctx: Ctx,
+        stmt: ast.AST,
+    ) -> None:
+        if isinstance(target, ast.Name):
+            self.bind_name(target.id, val, frame, value_node)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            items = val.items
+            if isinstance(value_node, (ast.Tuple, ast.List)) and len(value_node.elts) == len(elts):
+                nodes: list[ast.expr | None] = list(value_node.elts)
+            else:
+                nodes = [None] * len(elts)
+            if (
+                items is not None
+                and len(items) == len(elts)
+                and not any(isinstance(e, ast.Starred) for e in elts)
+            ):
+                for elt, item, node in zip(elts, items, nodes):
+                    self.assign(elt, item, node, frame, ctx, stmt)
+            else:
+                for elt in elts:
+                    inner = elt.value if isinstance(elt, ast.Starred) else elt
+                    self.assign(inner, val.plain(), None, frame, ctx, stmt)
+        elif isinstance(target, ast.Attribute):
+            base = self.eval(target.value, frame, ctx)
+            obj = self.obj(base)
+            if obj is not None:
+                obj.attrs[target.attr] = val
+            self.events.append(
+                Event(
+                    self.next_seq(),
+                    "assign",
+                    frame.scope.module.label,
+                    getattr(stmt, "lineno", 0),
+                    ctx,
+                    stmt,
+                    recv=base,
+                    target=ast.unparse(target)[:120],
+                    attr=target.attr,
+                    value=val,
+                    value_node=self.expand(value_node, frame) if value_node is not None else None,
+                )
+            )
+        elif isinstance(target, ast.Subscript):
+            base = self.eval(target.value, frame, ctx)
+            key = self.eval(target.slice, frame, ctx)
+            self.events.append(
+                Event(
+                    self.next_seq(),
+                    "assign",
+                    frame.scope.module.label,
+                    getattr(stmt, "lineno", 0),
+                    ctx,
+                    stmt,
+                    recv=base,
+                    target=ast.unparse(target)[:120],
+                    attr=str(key.const) if key.known else None,
+                    value=val,
+                    value_node=value_node,
+                )
+            )
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, val.plain(), None, frame, ctx, stmt)
+
+    def aug_assign(self, stmt: ast.AugAssign, frame: Frame, ctx: Ctx) -> None:
+        cur = (
+            self.eval(stmt.target, frame, ctx)
+            if not isinstance(stmt.target, ast.Subscript)
+            else UNKNOWN
+        )
+        rhs = self.eval(stmt.value, frame, ctx)
+        result = self.binop(stmt.op, cur, rhs, stmt.value, at=self._at(stmt, frame))
+        op = _AUG_OPS.get(type(stmt.op), "other")
+        if isinstance(stmt.target, ast.Name):
+            frame.locals[stmt.target.id] = result
+            frame.exprs.pop(stmt.target.id, None)
+        elif isinstance(stmt.target, ast.Attribute):
+            obj = self.obj(self.eval_pure(stmt.target.value, frame))
+            if obj is not None:
+                obj.attrs[stmt.target.attr] = result
+        self.events.append(
+            Event(
+                self.next_seq(),
+                "augassign",
+                frame.scope.module.label,
+                stmt.lineno,
+                ctx,
+                stmt,
+                target=ast.unparse(stmt.target)[:120],
+                value=rhs,
+                value_node=stmt.value,
+                op=op,
+                result=result,
+            )
+        )
+
+    # ------------------------------------------------------------------ imports
+    def do_import(self, stmt: ast.Import, frame: Frame) -> None:
+        for alias in stmt.names:
+            sibling = self.sources.resolve(alias.name)
+            if sibling is not None:
+                scope = self._scope(sibling)
+                self._walk_module(scope)
+                if alias.asname:
+                    frame.locals[alias.asname] = Val(kind="module", const=scope)
+                else:
+                    top = alias.name.split(".")[0]
+                    top_mod = self.sources.resolve(top)
+                    frame.locals[top] = (
+                        Val(kind="module", const=self._scope(top_mod))
+                        if top_mod is not None
+                        else Val(kind="symbol", canon=top)
+                    )
+                continue
+            if alias.asname:
+                frame.locals[alias.asname] = Val(kind="symbol", canon=alias.name)
+            else:
+                top = alias.name.split(".")[0]
+                frame.locals[top] = Val(kind="symbol", canon=top)
+
+    def do_import_from(self, stmt: ast.ImportFrom, frame: Frame) -> None:
+        modname = stmt.module or ""
+        if stmt.level:
+            # Relative imports resolve against the script folder (the scanned package root).
+            base = (
+                frame.scope.module.name.split(".")[: -stmt.level]
+                if frame.scope.module.name != "__main__"
+                else []
+            )
+            modname = ".".join([*base, modname] if modname else base)
+        sibling = self.sources.resolve(modname) if modname else None
+        scope = self._scope(sibling) if sibling is not None else None
+        if scope is not None:
+            self._walk_module(scope)
+        for alias in stmt.names:
+            local = alias.asname or alias.name
+            if alias.name == "*":
+                if scope is not None:
+                    for k, v in scope.globals.items():
+                        if not k.startswith("_"):
+                            frame.locals[k] = v
+                continue
+            if scope is not None and alias.name in scope.globals:
+                frame.locals[local] = scope.globals[alias.name]
+                continue
+            sub = self.sources.resolve(f"{modname}.{alias.name}" if modname else alias.name)
+            if sub is not None:
+                sub_scope = self._scope(sub)
+                self._walk_module(sub_scope)
+                frame.locals[local] = Val(kind="module", const=sub_scope)
+                continue
+            canon = f"{modname}.{alias.name}" if modname else alias.name
+            frame.locals[local] = Val(kind="symbol", canon=canon)
+
+    # ------------------------------------------------------------------ classes
+    def define_class(self, stmt: ast.ClassDef, frame: Frame, ctx: Ctx) -> None:
+        bases = [self.eval(b, frame, ctx) for b in stmt.bases]
+        info = ClassInfo(stmt, frame.scope, bases)
+        for deco in stmt.decorator_list:
+            text = ast.unparse(deco)
+            if "dataclass" in text:
+                info.is_dataclass = True
+        for item in stmt.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                info.methods[item.name] = item
+                ref = FuncRef(item, frame.scope, None, owner=info)
+                self.functions.append(ref)
+            elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                info.fields.append(item.target.id)
+                if item.value is not None:
+                    info.attrs[item.target.id] = self._field_default(item.value, frame, ctx)
+            elif isinstance(item, ast.Assign):
+                val = self.eval(item.value, frame, ctx)
+                for t in item.targets:
+                    if isinstance(t, ast.Name):
+                        info.attrs[t.id] = val
+        self.classes.append(info)
+        self.bind_name(
+            stmt.name, Val(kind="class", const=info, canon=f"local:{stmt.name}"), frame, None
+        )
+
+    def _field_default(self, value: ast.expr, frame: Frame, ctx: Ctx) -> Val:
+        # dataclasses.field(default=…) / field(default_factory=…)
+        if (
+            isinstance(value, ast.Call)
+            and getattr(value.func, "id", getattr(value.func, "attr", "")) == "field"
+        ):
+            for k in value.keywords:
+                if k.arg == "default":
+                    return self.eval(k.value, frame, ctx)
+            return UNKNOWN
+        return self.eval(value, frame, ctx)
+
+    def instantiate(self, info: ClassInfo, ev: Event, frame: Frame, ctx: Ctx) -> Val:
+        kind = info.object_kind()
+        obj = self.new_obj(kind, ev.node, frame, canon=f"local:{info.name}", kwargs=dict(ev.kwargs))
+        obj.extra["class"] = info
+        inst = Val(kind=kind, ref=obj.ref, canon=f"local:{info.name}")
+        if info.is_dataclass:
+            names = [f for cls in reversed(info.mro()) for f in cls.fields]
+            # ``Config(**loaded)`` / ``Config(*values)``: a field default is only a fallback
+            # that the loaded config may override, like a command-line default.
+            node = ev.node
+            opaque = isinstance(node, ast.Call) and (
+                any(k.arg is None for k in node.keywords)
+                or any(isinstance(a, ast.Starred) for a in node.args)
+            )
+            for name in names:
+                default = info.find_attr(name)
+                if default is not None:
+                    if opaque:
+                        default = replace(default, taint=default.taint | {V.ARGDEFAULT})
+                    obj.attrs[name] = default
+            for name, val in zip(names, ev.args):
+                obj.attrs[name] = val
+            obj.attrs.update(ev.kwargs)
+        found = info.find_method("__init__")
+        if found is not None:
+            owner, init = found
+            ref = FuncRef(init, owner.scope, None, owner=owner)
+            call_node = ev.node if isinstance(ev.node, ast.Call) else None
+            self.inline(ref, ev.args, ev.kwargs, inst, call_node, frame, ctx)
+        return inst
+
+    # ------------------------------------------------------------------ functions
+    def inline(
+        self,
+        ref: FuncRef,
+        args: list[Val],
+        kwargs: dict[str, Val],
+        self_val: Val | None,
+        call_node: ast.Call | None,
+        caller: Frame,
+        ctx: Ctx,
+    ) -> Val:
+        fn = ref.node
+        key = id(fn)
+        if fn in self.stack or len(self.stack) >= MAX_DEPTH:
+            return UNKNOWN
+        count = self.inlined.get(key, 0)
+        if count >= MAX_INLINES_PER_FUNCTION:
+            return self.cached_returns.get(key, UNKNOWN)
+        if self.budget <= 0:
+            self.truncated = True
+            return UNKNOWN
+        self.inlined[key] = count + 1
+        frame = Frame(ref.scope, {}, {}, ref.closure, ref.name)
+        self._bind_params(fn.args, args, kwargs, self_val, call_node, frame, caller, ctx)
+        self.stack.append(fn)
+        label = ref.scope.module.label
+        call_where = (
+            f"{caller.scope.module.label}:{call_node.lineno}" if call_node is not None else ""
+        )
+        func_ctx = FuncCtx(
+            ref.name,
+            label,
+            getattr(fn, "lineno", 0),
+            call_where,
+            self_val.kind if self_val is not None else None,
+        )
+        inner: Ctx = (*ctx, func_ctx)
+        if isinstance(fn, ast.Lambda):
+            frame.returns.append(self.eval(fn.body, frame, inner))
+        else:
+            self.walk_block(fn.body, frame, inner)
+        self.stack.pop()
+        if frame.yields:
+            result = Val(kind="generator", items=(union(frame.yields),))
+        else:
+            result = union(frame.returns) if frame.returns else UNKNOWN
+        self.cached_returns[key] = result
+        return result
+
+    def _bind_params(
+        self,
+        a: ast.arguments,
+        args: list[Val],
+        kwargs: dict[str, Val],
+        self_val: Val | None,
+        call_node: ast.Call | None,
+        frame: Frame,
+        caller: Frame,
+        ctx: Ctx,
+    ) -> None:
+        params = [*a.posonlyargs, *a.args]
+        arg_nodes: list[ast.expr | None] = []
+        kw_nodes: dict[str, ast.expr] = {}
+        if call_node is not None:
+            arg_nodes = [None if isinstance(n, ast.Starred) else n for n in call_node.args]
+            kw_nodes = {k.arg: k.value for k in call_node.keywords if k.arg}
+        pos = list(args)
+        if self_val is not None and params:
+            frame.locals[params[0].arg] = self_val
+            params = params[1:]
+        defaults: list[ast.expr | None] = [None] * (
+            len([*a.posonlyargs, *a.args]) - len(a.defaults)
+        )
+        defaults += list(a.defaults)
+        if self_val is not None:
+            defaults = defaults[1:]
+        for i, p in enumerate(params):
+            node: ast.expr | None = None
+            if i < len(pos):
+                val = pos[i]
+                node = arg_nodes[i] if i < len(arg_nodes) else None
+            elif p.arg in kwargs:
+                val = kwargs[p.arg]
+                node = kw_nodes.get(p.arg)
+            elif i < len(defaults) and defaults[i] is not None:
+                val = self.eval(defaults[i], frame, ctx)  # type: ignore[arg-type]
+            else:
+                val = self.unbound(p.arg)
+            frame.locals[p.arg] = val
+            if node is not None and _simple_expr(node, p.arg):
+                expanded = self.expand(node, caller)
+                if _simple_expr(expanded, p.arg):
+                    frame.exprs[p.arg] = expanded
+        for p, d in zip(a.kwonlyargs, a.kw_defaults):
+            if p.arg in kwargs:
+                frame.locals[p.arg] = kwargs[p.arg]
+            elif d is not None:
+                frame.locals[p.arg] = self.eval(d, frame, ctx)
+            else:
+                frame.locals[p.arg] = self.unbound(p.arg)
+        if a.vararg is not None:
+            frame.locals[a.vararg.arg] = Val(items=tuple(pos[len(params) :]))
+        if a.kwarg is not None:
+            named = {p.arg for p in [*params, *a.kwonlyargs]}
+            rest = tuple((k, v) for k, v in kwargs.items() if k not in named)
+            frame.locals[a.kwarg.arg] = Val(mapping=rest)
+
+
+def _is_config_exec(stmt: ast.stmt) -> bool:
+    """``exec(<code read at run time>)`` as a statement: it may rebind the module's globals."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    call = stmt.value
+    return (
+        isinstance(call.func, ast.Name)
+        and call.func.id == "exec"
+        and bool(call.args)
+        and not isinstance(call.args[0], ast.Constant)
+    )

@@ -1,0 +1,278 @@
+"""Methods called on objects the script built (``optimizer.step()``, ``accelerator.prepare(...)``,
+``parser.add_argument(...)``)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.context import Ctx, Event
+from ddpadvisor.scan.interp.frames import ClassInfo, Frame
+from ddpadvisor.scan.values import UNKNOWN, Val, merge
+
+if TYPE_CHECKING:
+    from ddpadvisor.scan.interp.core import WalkerCore as Walker
+from ddpadvisor.scan.library.common import TENSOR_SAME, TRAINING_ARGS, wrap
+
+
+def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx: Ctx) -> Val:
+    kind = recv.kind
+    args = ev.args
+    node = ev.node
+    assert isinstance(node, ast.Call)
+    a0 = args[0] if args else None
+    obj = w.obj(recv)
+
+    if kind in (V.DDP, V.FSDP, V.MODEL, V.DDP_MODULE):
+        if method == "module" and kind in (V.DDP, V.FSDP):
+            # ``model.module(x)``: a call of the wrapped module itself, around the wrapper.
+            inner = obj.wraps if obj is not None and obj.wraps is not None else recv.ref
+            return w.forward(Val(kind=V.DDP_MODULE, ref=inner), ev)
+        if method == "forward":
+            return w.forward(recv, ev)
+        if method == "no_sync":
+            return Val(kind=V.CTX_NO_SYNC, ref=recv.ref)
+        if method == "join":
+            return Val(kind=V.CTX_NULL)
+        if method in ("half", "bfloat16", "to", "type", "float"):
+            dtype = None
+            if method in ("half", "bfloat16", "float"):
+                dtype = {"half": "fp16", "bfloat16": "bf16", "float": "fp32"}[method]
+            else:
+                for a in [*args, *ev.kwargs.values()]:
+                    dtype = dtype or apis.dtype_of(a.canon)
+            if dtype is not None and obj is not None:
+                obj.extra.setdefault("casts", []).append((dtype, ev))
+            return recv
+        if method in ("cuda", "cpu", "train", "eval", "double", "requires_grad_", "share_memory"):
+            return recv
+        if method == "compile":
+            if obj is not None:
+                obj.extra.setdefault("compiled", ev.seq)
+            return UNKNOWN
+        if method in ("parameters", "modules", "buffers", "children"):
+            return Val(kind=V.PARAMS, ref=recv.ref)
+        if method in ("named_parameters", "named_modules", "named_buffers", "named_children"):
+            return Val(kind="named_params", ref=recv.ref)
+        if method == "state_dict":
+            return Val(kind="state")
+        if method in apis.MODEL_NON_FORWARD:
+            return merge(*args, *ev.kwargs.values())
+        return w.forward(recv, ev)
+
+    if kind == V.SCALER:
+        if method == "scale" and a0 is not None:
+            return a0.with_taint("scaled")
+        return UNKNOWN
+    if kind == V.ACCELERATOR:
+        return _accelerator_method(w, ev, recv, method, frame)
+    if kind == V.ARGPARSER:
+        return _parser_method(w, ev, recv, method, frame)
+    if kind == V.DATASET and method == "shard":
+        index = ev.kwargs.get("index")
+        new = w.new_obj(V.DATASET, node, frame, canon="shard", kwargs=dict(ev.kwargs))
+        new.extra["sharded"] = index is not None and V.RANK in index.taint
+        return Val(kind=V.DATASET, ref=new.ref)
+    if kind == V.DATASET and method in (
+        "map",
+        "filter",
+        "shuffle",
+        "select",
+        "with_format",
+        "with_transform",
+        "set_format",
+        "to_iterable_dataset",
+        "train_test_split",
+        "remove_columns",
+        "rename_column",
+    ):
+        return recv
+    if kind in (V.OPTIMIZER, V.SCHEDULER, V.TRAINER, V.LOADER, V.DSAMPLER, V.SAMPLER):
+        if method == "state_dict":
+            return Val(kind="state")
+        return UNKNOWN
+    if kind in ("param_groups",):
+        return UNKNOWN
+
+    # Tensors and numbers flowing out of the model or the data.
+    base = recv.plain()
+    if method in TENSOR_SAME:
+        return replace(base, taint=base.taint | ({V.ITEM} if method == "item" else set()))
+    if method in ("sum", "nansum"):
+        taint = set(base.taint)
+        if V.FWD in taint:
+            taint.discard(V.MEAN_RED)
+            taint.add(V.SUM_RED)
+        elif V.DATA in taint:
+            taint.add(V.TOKENS)
+        return Val(taint=frozenset(taint), ops=base.ops)
+    if method in ("numel", "count_nonzero") and V.DATA in base.taint:
+        return Val(taint=base.taint | {V.TOKENS})
+    if method in ("mean", "nanmean"):
+        taint = set(base.taint)
+        if V.FWD in taint:
+            taint.discard(V.SUM_RED)
+            taint.add(V.MEAN_RED)
+        return Val(taint=frozenset(taint), ops=base.ops)
+    if method in ("div", "div_", "true_divide", "mul", "mul_") and a0 is not None:
+        op: ast.operator = ast.Div() if method.startswith(("div", "true")) else ast.Mult()
+        arg_node = node.args[0] if node.args else None
+        out = w.binop(op, recv, a0, arg_node if isinstance(arg_node, ast.expr) else None)
+        if method.endswith("_") and isinstance(node.func, ast.Attribute):
+            w.rebind(node.func.value, out, frame)
+        return out
+    if method in ("chunk", "tensor_split") and a0 is not None and a0.known:
+        # x.chunk(K): K micro-batches
+        return Val(kind="sized", items=(base, a0), taint=base.taint)
+    if (
+        method in ("get", "pop", "setdefault")
+        and recv.mapping is not None
+        and a0 is not None
+        and a0.known
+    ):
+        got = recv.get(str(a0.const))
+        if got is not None:
+            return got
+        return args[1] if len(args) > 1 else UNKNOWN
+    if method in ("get", "getenv") and recv.canon == "os.environ" and a0 is not None and a0.known:
+        return w._env(str(a0.const), args[1] if len(args) > 1 else None)
+    return merge(recv.plain(), *args, *ev.kwargs.values())
+
+
+def _accelerator_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -> Val:
+    node = ev.node
+    a0 = ev.args[0] if ev.args else None
+    acc = w.obj(recv)
+    if method in (
+        "prepare",
+        "prepare_model",
+        "prepare_optimizer",
+        "prepare_data_loader",
+        "prepare_scheduler",
+    ):
+        out = [_prepared(w, ev, a, frame, acc) for a in ev.args]
+        if len(out) == 1:
+            return out[0]
+        return Val(items=tuple(out))
+    if method == "accumulate":
+        return Val(kind=V.CTX_ACCUMULATE, ref=a0.ref if a0 else None)
+    if method == "no_sync":
+        return Val(kind=V.CTX_NO_SYNC, ref=a0.ref if a0 else None)
+    if method == "autocast":
+        mp = acc.kwargs.get("mixed_precision") if acc is not None else None
+        dtype = (
+            {"fp16": "fp16", "bf16": "bf16", "no": "fp32"}.get(str(mp.const))
+            if mp is not None and mp.known
+            else "unknown"
+        )
+        return Val(kind=V.CTX_AUTOCAST, const=(dtype, "on"))
+    if method in ("gather", "gather_for_metrics", "reduce") and a0 is not None:
+        red = ev.kwargs.get("reduction") or (ev.args[1] if len(ev.args) > 1 else None)
+        label = "gathered"
+        if method == "reduce":
+            label = V.REDUCED_AVG if red is not None and red.const == "mean" else V.REDUCED_SUM
+        taint = set(a0.taint) | {V.REDUCED, label}
+        if V.TOKENS in a0.taint:
+            taint.add(V.GLOBAL_TOKENS)
+        return Val(taint=frozenset(taint), ops=a0.ops)
+    if method == "unwrap_model" and a0 is not None:
+        inner = w.obj(a0)
+        ref = inner.wraps if inner is not None and inner.wraps is not None else a0.ref
+        return Val(kind=V.DDP_MODULE, ref=ref)
+    del node
+    return UNKNOWN
+
+
+def _prepared(w: Walker, ev: Event, val: Val, frame: Frame, acc: object) -> Val:
+    if val.kind in (V.MODEL, V.DDP_MODULE):
+        out = wrap(w, ev, frame, "accelerate.Accelerator.prepare", val, V.DDP)
+        obj = w.obj(out)
+        if obj is not None:
+            obj.extra["accelerate"] = True
+        return out
+    obj = w.obj(val)
+    if obj is not None:
+        obj.extra["accelerate"] = True
+    return val
+
+
+def _parser_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -> Val:
+    parser = w.obj(recv)
+    node = ev.node
+    if parser is None:
+        return UNKNOWN
+    if method in ("add_argument_group", "add_mutually_exclusive_group"):
+        return recv
+    if method == "add_argument":
+        names = [str(a.const) for a in ev.args if a.known and isinstance(a.const, str)]
+        dest_val = ev.kwargs.get("dest")
+        if dest_val is not None and dest_val.known:
+            dest = str(dest_val.const)
+        else:
+            longs = [x for x in names if x.startswith("--")]
+            shorts = [x for x in names if x.startswith("-")]
+            pick = longs[0] if longs else shorts[0] if shorts else names[0] if names else ""
+            dest = pick.lstrip("-").replace("-", "_")
+        action = ev.kwargs.get("action")
+        default = ev.kwargs.get("default")
+        if default is None:
+            if action is not None and action.const == "store_true":
+                default = Val(const=False)
+            elif action is not None and action.const == "store_false":
+                default = Val(const=True)
+            else:
+                default = Val(const=None)
+        typ = ev.kwargs.get("type")
+        if default.known and isinstance(default.const, str) and typ is not None:
+            conv = {"int": int, "float": float}.get(apis.last(typ.canon or ""))
+            if conv is not None:
+                with contextlib.suppress(ValueError):
+                    default = Val(const=conv(default.const))
+        if dest:
+            parser.extra["defaults"][dest] = default
+        return UNKNOWN
+    if method == "set_defaults":
+        parser.extra["defaults"].update(ev.kwargs)
+        return UNKNOWN
+    if method in ("parse_args", "parse_known_args"):
+        ns = w.new_obj(V.ARGS, node, frame, canon="argparse.Namespace")
+        ns.extra["parser"] = parser.ref
+        out = Val(kind=V.ARGS, ref=ns.ref)
+        if method == "parse_known_args":
+            return Val(items=(out, UNKNOWN))
+        return out
+    if method in (
+        "parse_args_into_dataclasses",
+        "parse_yaml_file",
+        "parse_json_file",
+        "parse_dict",
+    ):
+        items = []
+        for dc in parser.extra.get("dataclasses", []):
+            items.append(_from_cli(w, dc, ev, frame))
+        return Val(items=tuple(items)) if len(items) != 1 else items[0]
+    return UNKNOWN
+
+
+def _from_cli(w: Walker, dc: Val, ev: Event, frame: Frame) -> Val:
+    """A dataclass instance filled from the command line: only its defaults are known."""
+
+    if dc.kind == "class" and isinstance(dc.const, ClassInfo):
+        obj = w.new_obj(V.INSTANCE, ev.node, frame, canon=f"local:{dc.const.name}")
+        obj.extra["class"] = dc.const
+        for cls in reversed(dc.const.mro()):
+            for name in cls.fields:
+                val = cls.attrs.get(name)
+                if val is not None:
+                    obj.attrs[name] = replace(val, taint=val.taint | {V.ARGDEFAULT})
+        return Val(kind=V.INSTANCE, ref=obj.ref)
+    name = apis.last(dc.canon or "")
+    if name in TRAINING_ARGS:
+        obj = w.new_obj(V.TRAINING_ARGS, ev.node, frame, canon=dc.canon or name)
+        obj.extra["from_cli"] = True
+        return Val(kind=V.TRAINING_ARGS, ref=obj.ref)
+    return UNKNOWN

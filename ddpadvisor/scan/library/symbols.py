@@ -1,0 +1,532 @@
+"""What calls of imported names return (``torch.optim.AdamW(...)``, ``DataLoader(...)``): the
+entries of the symbol table, grouped as the script uses them. Order matters only where two
+entries match the same call (the earlier one decides)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.interp.frames import FuncRef
+from ddpadvisor.scan.library.common import (
+    DATASETS,
+    FUNCTIONAL_LOSSES,
+    TORCHISH,
+    TRAINING_ARGS,
+    args_named,
+    autocast,
+    const,
+    fold,
+    is_nn_class,
+    wrap,
+)
+from ddpadvisor.scan.library.table import Call, symbol
+from ddpadvisor.scan.values import UNKNOWN, Val, merge
+
+
+def _new(c: Call, kind: str, kwargs: dict[str, Val] | None = None, **extra: object) -> Val:
+    """A new object of this kind made by the call, with the call's arguments."""
+    kw = dict(c.ev.kwargs) if kwargs is None else kwargs
+    obj = c.w.new_obj(kind, c.node, c.frame, canon=c.canon, kwargs=kw, args=list(c.args))
+    obj.extra.update(extra)
+    return Val(kind=kind, ref=obj.ref)
+
+
+# -- builtins and plumbing ------------------------------------------------------------------
+
+
+@symbol("range", "trange")
+def range_(c: Call) -> Val:
+    args = c.args
+    if len(args) == 1:
+        count = args[0]
+    elif len(args) >= 2 and args[0].known and args[1].known:
+        try:
+            count = Val(const=int(args[1].const) - int(args[0].const))
+        except (TypeError, ValueError):
+            count = UNKNOWN
+    else:
+        count = UNKNOWN
+    return Val(kind=V.RANGE, items=(count,), taint=merge(*args).taint)
+
+
+@symbol("enumerate")
+def enumerate_(c: Call) -> Val:
+    a0 = c.a0 or UNKNOWN
+    return Val(kind="enumerate", items=(a0,), taint=a0.taint)
+
+
+@symbol("zip")
+def zip_(c: Call) -> Val:
+    return Val(kind="zip", items=tuple(c.args))
+
+
+@symbol("len")
+def len_(c: Call) -> Val:
+    a0 = c.a0
+    if a0 is None:
+        return UNKNOWN
+    if a0.kind == V.LOADER:
+        return Val(taint=a0.taint | {V.LEN_LOADER})
+    if a0.kind == V.DATASET:
+        return Val(taint=a0.taint | {V.LEN_DATASET})
+    if a0.items is not None:
+        return Val(const=len(a0.items))
+    return a0.plain()
+
+
+@symbol("next")
+def next_(c: Call) -> Val | None:
+    return c.w.element_of(c.a0, None) if c.a0 is not None else None
+
+
+@symbol(names=apis.PASSTHROUGH)
+def passthrough(c: Call) -> Val | None:
+    return c.a0
+
+
+@symbol(names=("sqrt",))
+def sqrt_of_world(c: Call) -> Val | None:
+    a0 = c.a0
+    if a0 is not None and V.WORLD in a0.taint:
+        return Val(taint=a0.taint | {"sqrt_world", f"scaled@{c.ev.where}"})
+    return None
+
+
+@symbol(
+    "int",
+    "float",
+    "str",
+    "bool",
+    "abs",
+    "round",
+    "min",
+    "max",
+    "math.sqrt",
+    "math.ceil",
+    "math.floor",
+    "sqrt",
+)
+def pure_builtin(c: Call) -> Val:
+    return fold(c.canon, c.ev)
+
+
+@symbol("getattr")
+def getattr_(c: Call) -> Val | None:
+    args = c.args
+    if len(args) < 2 or not args[1].known:
+        return None
+    got = c.w.attribute(args[0], str(args[1].const), c.frame)
+    if got is UNKNOWN and len(args) >= 3:
+        return args[2]
+    return got
+
+
+@symbol(
+    "dict",
+    "SimpleNamespace",
+    "types.SimpleNamespace",
+    "argparse.Namespace",
+    "EasyDict",
+    "easydict.EasyDict",
+    "edict",
+    "OmegaConf.create",
+    "omegaconf.OmegaConf.create",
+    "Box",
+)
+def mapping(c: Call) -> Val:
+    pairs = list(c.a0.mapping or ()) if c.a0 is not None else []
+    pairs += list(c.ev.kwargs.items())
+    return Val(mapping=tuple(pairs))
+
+
+@symbol("os.environ.get", "os.getenv")
+def getenv(c: Call) -> Val:
+    key = const(c.a0)
+    default = c.args[1] if len(c.args) > 1 else c.ev.kwargs.get("default")
+    return c.w._env(str(key), default) if key is not None else UNKNOWN
+
+
+# -- distributed plumbing -------------------------------------------------------------------
+
+
+@symbol(
+    names=(
+        "get_rank",
+        "get_local_rank",
+        "get_global_rank",
+        "get_node_local_rank",
+        "get_ordinal",
+        "get_local_ordinal",
+        "is_main_process",
+        "is_master",
+        "is_rank_zero",
+        "is_master_ordinal",
+        "is_local_main_process",
+    )
+)
+def rank(c: Call) -> Val:
+    return Val(taint=frozenset({V.RANK}))
+
+
+@symbol(names=("get_world_size", "device_count", "get_local_size", "xrt_world_size"))
+def world_size(c: Call) -> Val:
+    return Val(taint=frozenset({V.WORLD}))
+
+
+@symbol(names=("all_reduce", "reduce", "all_reduce_coalesced"))
+def all_reduce(c: Call) -> Val | None:
+    a0 = c.a0
+    if a0 is None:
+        return None
+    op = c.ev.kw("op", 1)
+    op_name = apis.last(op.canon or "") if op is not None else "SUM"
+    label = (
+        V.REDUCED_AVG
+        if op_name in ("AVG", "MEAN")
+        else V.REDUCED_SUM
+        if op_name == "SUM"
+        else "reduced_other"
+    )
+    taint = set(a0.taint) | {V.REDUCED, label}
+    if V.TOKENS in a0.taint:
+        taint.add(V.GLOBAL_TOKENS)
+    node = c.node
+    if node.args and not isinstance(node.args[0], ast.Starred):
+        c.w.rebind(node.args[0], replace(a0, taint=frozenset(taint)), c.frame)
+    return UNKNOWN
+
+
+@symbol(names=("all_gather", "all_gather_into_tensor", "all_gather_object", "gather"))
+def all_gather(c: Call) -> Val | None:
+    args = c.args
+    if len(args) < 2:
+        return None
+    taint = set(args[1].taint) | {V.REDUCED, "gathered"}
+    if V.TOKENS in args[1].taint:
+        taint.add(V.GLOBAL_TOKENS)
+    node = c.node
+    if node.args and not isinstance(node.args[0], ast.Starred):
+        c.w.rebind(node.args[0], Val(taint=frozenset(taint)), c.frame)
+    return UNKNOWN
+
+
+# -- model wrappers -------------------------------------------------------------------------
+
+
+@symbol(
+    "torch.nn.parallel.DistributedDataParallel",
+    names=("DistributedDataParallel", "DDP"),
+    when=lambda canon, _: canon.endswith("parallel.DistributedDataParallel"),
+)
+def ddp(c: Call) -> Val | None:
+    if "Sampler" in c.canon:
+        return None
+    return wrap(c.w, c.ev, c.frame, c.canon, c.ev.kw("module", 0) or UNKNOWN, V.DDP)
+
+
+@symbol(
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    names=("FullyShardedDataParallel", "FSDP", "fully_shard"),
+)
+def fsdp(c: Call) -> Val:
+    out = wrap(c.w, c.ev, c.frame, c.canon, c.ev.kw("module", 0) or UNKNOWN, V.FSDP)
+    if c.name == "fully_shard" and c.node.args:
+        c.w.rebind(c.node.args[0], out, c.frame)
+    return out
+
+
+@symbol("deepspeed.initialize", when=lambda canon, n: n == "initialize" and "deepspeed" in canon)
+def deepspeed_initialize(c: Call) -> Val:
+    w, ev = c.w, c.ev
+    model = ev.kwargs.get("model", c.a0 or UNKNOWN)
+    engine = wrap(w, ev, c.frame, c.canon, model, V.DDP)
+    eng_obj = w.obj(engine)
+    if eng_obj is not None:
+        eng_obj.extra["deepspeed"] = True
+    opt_in = ev.kwargs.get("optimizer")
+    if opt_in is not None and opt_in.kind == V.OPTIMIZER:
+        opt = opt_in
+    else:
+        opt_obj = w.new_obj(V.OPTIMIZER, c.node, c.frame, canon="deepspeed.optimizer", kwargs={})
+        opt_obj.extra["family"] = None
+        opt = Val(kind=V.OPTIMIZER, ref=opt_obj.ref)
+    sched = ev.kwargs.get("lr_scheduler", UNKNOWN)
+    return Val(items=(engine, opt, Val(kind=V.LOADER), sched))
+
+
+@symbol(
+    "torch.compile",
+    "compile",
+    when=lambda canon, n: n == "compile" and canon.startswith("torch"),
+)
+def torch_compile(c: Call) -> Val:
+    target = c.ev.kw("model", 0) or UNKNOWN
+    obj = c.w.obj(target)
+    if obj is not None:
+        obj.extra.setdefault("compiled", c.ev.seq)
+    if target.kind is not None:
+        return target
+    return Val(kind=V.MODEL, taint=frozenset({"compiled"}))
+
+
+@symbol("torch.distributed.optim.ZeroRedundancyOptimizer", names=("ZeroRedundancyOptimizer",))
+def zero_optimizer(c: Call) -> Val:
+    kw = args_named(c.ev, ["params", "optimizer_class"])
+    cls = kw.get("optimizer_class")
+    family = apis.optimizer_family(cls.canon or "") if cls is not None else None
+    return _new(c, V.OPTIMIZER, kw, family=family, zero=True)
+
+
+@symbol(
+    "peft.get_peft_model",
+    names=("get_peft_model", "inject_adapter_in_model"),
+    when=lambda canon, _: canon.endswith("PeftModel.from_pretrained"),
+)
+def peft_adapters(c: Call) -> Val:
+    target = c.ev.kw("model", 0) or UNKNOWN
+    obj = c.w.obj(target)
+    if obj is None:
+        obj = c.w.new_obj(V.MODEL, c.node, c.frame, canon=c.canon)
+        target = Val(kind=V.MODEL, ref=obj.ref)
+    obj.extra["peft"] = c.ev.seq
+    return target
+
+
+@symbol("torch.nn.SyncBatchNorm.convert_sync_batchnorm", names=("convert_sync_batchnorm",))
+def sync_batchnorm(c: Call) -> Val:
+    target = c.ev.kw("module", 0) or UNKNOWN
+    obj = c.w.obj(target)
+    if obj is not None:
+        obj.extra["syncbn"] = c.ev.seq
+    return target
+
+
+# -- optimisation ---------------------------------------------------------------------------
+
+
+@symbol(when=lambda canon, n: apis.optimizer_family(canon) is not None and n[:1].isupper())
+def optimizer(c: Call) -> Val:
+    family = apis.optimizer_family(c.canon)
+    return _new(c, V.OPTIMIZER, args_named(c.ev, ["params", "lr"]), family=family)
+
+
+@symbol(when=lambda canon, _: apis.is_scheduler(canon))
+def scheduler(c: Call) -> Val:
+    return _new(c, V.SCHEDULER)
+
+
+@symbol("torch.amp.GradScaler", names=("GradScaler", "ShardedGradScaler"))
+def grad_scaler(c: Call) -> Val:
+    return _new(c, V.SCALER, args_named(c.ev, ["device"]))
+
+
+# -- data -----------------------------------------------------------------------------------
+
+
+@symbol(
+    "torch.utils.data.DistributedSampler",
+    names=(
+        "DistributedSampler",
+        "ElasticDistributedSampler",
+        "DistributedSamplerWrapper",
+        "DistributedBucketSampler",
+    ),
+)
+def distributed_sampler(c: Call) -> Val:
+    kw = args_named(c.ev, ["dataset", "num_replicas", "rank", "shuffle", "seed", "drop_last"])
+    return _new(c, V.DSAMPLER, kw)
+
+
+@symbol("torch.utils.data.BatchSampler", names=("BatchSampler",))
+def batch_sampler(c: Call) -> Val | None:
+    return c.a0 if c.a0 is not None and c.a0.kind == V.DSAMPLER else None
+
+
+@symbol(when=lambda _, n: n.endswith("Sampler") and n[:1].isupper())
+def sampler(c: Call) -> Val:
+    return _new(c, V.SAMPLER)
+
+
+@symbol("torch.utils.data.DataLoader", names=("DataLoader", "StatefulDataLoader"))
+def data_loader(c: Call) -> Val:
+    kw = args_named(
+        c.ev,
+        [
+            "dataset",
+            "batch_size",
+            "shuffle",
+            "sampler",
+            "batch_sampler",
+            "num_workers",
+            "collate_fn",
+        ],
+    )
+    loader = _new(c, V.LOADER, kw)
+    return replace(loader, taint=frozenset({V.DATA}))
+
+
+@symbol("datasets.distributed.split_dataset_by_node", names=("split_dataset_by_node",))
+def split_by_node(c: Call) -> Val:
+    return _new(c, V.DATASET, sharded=True)
+
+
+@symbol(
+    names=DATASETS,
+    when=lambda canon, n: (
+        canon.startswith("torchvision.datasets")
+        or (canon.startswith("datasets.") and n[:1].isupper())
+    ),
+)
+def dataset(c: Call) -> Val:
+    return _new(c, V.DATASET)
+
+
+# -- frameworks -----------------------------------------------------------------------------
+
+
+@symbol("accelerate.Accelerator", names=("Accelerator",))
+def accelerator(c: Call) -> Val:
+    return _new(c, V.ACCELERATOR)
+
+
+@symbol(names=TRAINING_ARGS)
+def training_arguments(c: Call) -> Val:
+    return _new(c, V.TRAINING_ARGS)
+
+
+@symbol(
+    when=lambda canon, n: n.endswith("Trainer") and canon.split(".")[0] in ("transformers", "trl")
+)
+def hf_trainer(c: Call) -> Val:
+    return _new(c, V.TRAINER, args_named(c.ev, ["model", "args"]))
+
+
+@symbol("argparse.ArgumentParser", names=("ArgumentParser", "HfArgumentParser"))
+def argument_parser(c: Call) -> Val:
+    parser = _new(c, V.ARGPARSER, defaults={})
+    a0 = c.a0
+    if c.name == "HfArgumentParser" and a0 is not None:
+        obj = c.w.obj(parser)
+        if obj is not None:
+            obj.extra["dataclasses"] = list(a0.items) if a0.items is not None else [a0]
+    return parser
+
+
+# -- context managers -----------------------------------------------------------------------
+
+
+@symbol("torch.autocast", names=("autocast",))
+def autocast_(c: Call) -> Val:
+    return autocast(c.canon, c.ev)
+
+
+@symbol("contextlib.nullcontext", names=("nullcontext", "suppress", "ExitStack"))
+def null_context(c: Call) -> Val:
+    return Val(kind=V.CTX_NULL)
+
+
+@symbol("torch.no_grad", names=("no_grad", "inference_mode"))
+def no_grad(c: Call) -> Val:
+    return Val(kind=V.CTX_NO_GRAD)
+
+
+# -- models and losses ----------------------------------------------------------------------
+
+
+@symbol(names=("from_pretrained",))
+def from_pretrained(c: Call) -> Val:
+    parts = c.canon.split(".")
+    hf_cls = parts[-2] if len(parts) >= 2 else ""
+    if any(s in hf_cls for s in ("Tokenizer", "Processor", "Config", "FeatureExtractor")):
+        return Val(kind="tokenizer" if "Tokenizer" in hf_cls else None)
+    model = _new(c, V.MODEL, hf_class=hf_cls)
+    dtype = c.ev.kwargs.get("torch_dtype") or c.ev.kwargs.get("dtype")
+    obj = c.w.obj(model)
+    if dtype is not None and obj is not None:
+        obj.extra["load_dtype"] = (
+            apis.dtype_of(dtype.canon or (str(dtype.const) if dtype.known else None)),
+            c.ev,
+        )
+    return model
+
+
+@symbol(
+    when=lambda canon, n: (
+        canon.startswith(("torchvision.models", "models."))
+        and n[:1].islower()
+        and n != "get_model_weights"
+    )
+)
+def vision_model(c: Call) -> Val:
+    obj = c.w.new_obj(V.MODEL, c.node, c.frame, canon=c.canon)
+    obj.extra["arch"] = c.name
+    return Val(kind=V.MODEL, ref=obj.ref)
+
+
+@symbol(names=("create_model", "get_model"))
+def model_factory(c: Call) -> Val | None:
+    if c.canon.split(".")[0] not in ("timm", "torchvision", "models"):
+        return None
+    obj = c.w.new_obj(V.MODEL, c.node, c.frame, canon=c.canon)
+    arch = const(c.a0)
+    obj.extra["arch"] = str(arch) if arch is not None else None
+    return Val(kind=V.MODEL, ref=obj.ref)
+
+
+@symbol(
+    names=FUNCTIONAL_LOSSES,
+    when=lambda canon, n: n.endswith("_loss") and canon.split(".")[0] in TORCHISH,
+)
+def functional_loss(c: Call) -> Val:
+    base = merge(*c.args, *c.ev.kwargs.values())
+    red = c.ev.kwargs.get("reduction")
+    red_name = (
+        str(red.const) if red is not None and red.known else ("mean" if red is None else "unknown")
+    )
+    taint = set(base.taint)
+    if red_name == "sum":
+        taint.add(V.SUM_RED)
+    elif red_name == "mean":
+        taint.add(V.MEAN_RED)
+    if c.ev.kwargs.get("ignore_index") is not None:
+        taint.add("ignore_index")
+    return Val(taint=frozenset(taint), ops=base.ops)
+
+
+@symbol(when=is_nn_class)
+def nn_module(c: Call) -> Val:
+    if c.name.endswith("Loss"):
+        return _new(c, V.CRITERION, args_named(c.ev, []))
+    if c.name == "Parameter":
+        return Val(kind="new_param")
+    return _new(c, V.MODEL, nn=c.name)
+
+
+# -- launchers that call a function of the script -------------------------------------------
+
+
+@symbol("torch.multiprocessing.spawn", names=("spawn", "start_processes"))
+def spawn(c: Call) -> Val | None:
+    a0 = c.a0
+    if a0 is None or a0.kind != V.FUNCTION or not isinstance(a0.const, FuncRef):
+        return None
+    extra = c.ev.kwargs.get("args")
+    rest = list(extra.items) if extra is not None and extra.items is not None else []
+    rank = Val(taint=frozenset({V.RANK}))
+    return c.w.inline(a0.const, [rank, *rest], {}, None, None, c.frame, c.ctx)
+
+
+@symbol("fire.Fire", names=("Fire", "run", "cli", "CLI", "main"))
+def cli_entry(c: Call) -> Val | None:
+    a0 = c.a0
+    if a0 is None or a0.kind != V.FUNCTION or not isinstance(a0.const, FuncRef):
+        return None
+    return c.w.inline(a0.const, [], {}, None, None, c.frame, c.ctx)
+
+
+@symbol("torch.load", when=lambda canon, n: n == "load" and canon.startswith("torch"))
+def torch_load(c: Call) -> Val:
+    return Val(kind="state", taint=frozenset({"loaded"}))

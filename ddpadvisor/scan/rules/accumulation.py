@@ -1,0 +1,644 @@
+"""Gradient accumulation, no_sync, the forward route through DDP and the loss's normalisation
+(kb/causes/accumulation.yaml)."""
+
+from __future__ import annotations
+
+import ast
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import text
+from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.interp import FuncRef
+from ddpadvisor.scan.rules.base import (
+    RuleContext,
+    call_site,
+    exclusive,
+    lines_at,
+    mentions_world,
+    num,
+)
+from ddpadvisor.scan.source import dotted
+from ddpadvisor.scan.values import Val
+
+
+def accumulation(rc: RuleContext) -> None:
+    a = rc.a
+    acc = a.accum
+    if rc.ds is not None:
+        rc.warn(f"{rc.ds.where}: DeepSpeed config decides gradient accumulation")
+        return
+    if rc.hf:
+        val, where = rc.hf_arg("gradient_accumulation_steps")
+        k = num(val)
+        if val is not None and (val.known or "default" in val.taint):
+            k_int = int(k) if k is not None else 1
+            rc.emit(
+                "grad_accum_steps",
+                k_int,
+                where,
+                f"TrainingArguments(gradient_accumulation_steps={k_int})",
+            )
+            if k_int >= 2:
+                rc.emit(
+                    "loss_divided_by_accum",
+                    True,
+                    where,
+                    "HF Trainer scales the loss for accumulation",
+                )
+        rc.emit(
+            "zero_grad_every_micro_step",
+            False,
+            where,
+            "HF Trainer zeroes gradients once per optimizer step",
+        )
+        return
+    if acc.style == "framework":
+        if acc.k is not None:
+            rc.emit(
+                "grad_accum_steps",
+                acc.k,
+                acc.k_where,
+                f"accelerate accumulates {acc.k} micro-batches",
+            )
+        rc.emit(
+            "loss_divided_by_accum",
+            True,
+            acc.k_where,
+            "accelerator.backward() divides the loss by the accumulation steps",
+        )
+        rc.emit(
+            "zero_grad_every_micro_step",
+            False,
+            acc.k_where,
+            "accelerate skips zero_grad() on non-final micro-steps",
+        )
+        return
+    if acc.style == "unknown":
+        if acc.backward is not None and a.opt_steps:
+            rc.warn(f"{acc.backward.where}: accumulation structure not recognised ({acc.reason})")
+        return
+    b = acc.backward
+    assert b is not None
+    if acc.style == "none":
+        rc.emit(
+            "grad_accum_steps",
+            1,
+            acc.step.where if acc.step else b.where,
+            "optimizer.step() after every backward (no accumulation)",
+        )
+    elif acc.k is not None and acc.k_default:
+        rc.cli_default("grad_accum_steps", acc.k, acc.k_where)
+    elif acc.k is not None:
+        how = "inner micro-batch loop" if acc.style == "inner" else "step counter modulo"
+        rc.emit(
+            "grad_accum_steps",
+            acc.k,
+            acc.k_where,
+            f"{acc.k} micro-batches per optimizer step ({how})",
+        )
+    else:
+        rc.warn(f"{acc.k_where}: gradient accumulation found but its count is not a constant")
+    _loss_divided(rc, acc)
+    _zero_grad(rc, acc)
+
+
+def _loss_divided(rc: RuleContext, acc: object) -> None:
+    a = rc.a
+    accum = a.accum
+    if not accum.accumulates and accum.k is not None:
+        return
+    if accum.style == "none":
+        return
+    b = accum.backward
+    assert b is not None
+    loss = a.loss_of(b)
+    if V.FWD not in loss.taint:
+        rc.warn(f"{b.where}: cannot trace the loss back to the model; loss scaling not decided")
+        return
+    k_names = {text(accum.k_node)} if accum.k_node is not None else set()
+    loop = accum.micro_loop
+    iter_text = ""
+    if loop is not None and isinstance(loop.node, (ast.For, ast.AsyncFor)):
+        iter_text = text(loop.node.iter)
+    divs = [op for op in loss.ops if op.op == "div"]
+    for op in divs:
+        t = text(op.expr, 200)
+        low = t.lower()
+        if (
+            (accum.k is not None and op.val.known and num(op.val) == accum.k)
+            or t in k_names
+            or any(w in low for w in ("accum", "grad_acc", "gradient_acc", "accumulation", "micro"))
+            or (iter_text and t == f"len({iter_text})")
+        ):
+            rc.emit("loss_divided_by_accum", True, b.where, f"loss divided by {t} before backward")
+            return
+    if V.NORM_GLOBAL in loss.taint:
+        rc.emit(
+            "loss_divided_by_accum",
+            True,
+            b.where,
+            "loss normalised by the token count of the whole window",
+        )
+        return
+    if divs:
+        rc.warn(
+            f"{b.where}: loss divided by {text(divs[0].expr)}; not sure it is the accumulation count"
+        )
+        return
+    k = f"the {accum.k} accumulation steps" if accum.k else "the accumulation count"
+    rc.emit(
+        "loss_divided_by_accum",
+        False,
+        b.where,
+        f"{text(b.node)} on a loss not divided by {k} ({b.where})",
+    )
+
+
+def _zero_grad(rc: RuleContext, acc: object) -> None:
+    a = rc.a
+    accum = a.accum
+    win = a.window
+    if win is None:
+        return
+    zs = [z for z in a.zero_grads if a.in_window(z, win)]
+    if not zs:
+        if not a.zero_grads:
+            rc.warn(f"{rc.label}: no zero_grad() found: gradients may grow without bound")
+        elif accum.style == "inner":
+            z = a.zero_grads[0]
+            rc.emit(
+                "zero_grad_every_micro_step",
+                False,
+                z.where,
+                "zero_grad() once per optimizer step, outside the micro-batch loop",
+            )
+        return
+    per_window: list[tuple[Event, int]] = []
+    for z in zs:
+        runs = [a.runs_at(z, i, win) for i in win.indices]
+        if any(r is None for r in runs):
+            rc.warn(f"{z.where}: cannot tell how often zero_grad() runs")
+            return
+        per_window.append((z, sum(1 for r in runs if r)))
+    windows = max(1, len(win.boundaries))
+    every = [z for z, n in per_window if n == len(win.indices) and len(win.indices) > windows]
+    if every:
+        for z in every:
+            rc.emit(
+                "zero_grad_every_micro_step",
+                True,
+                z.where,
+                f"zero_grad() inside the accumulation loop ({z.where}): only the last micro-batch survives",
+            )
+        return
+    z = per_window[0][0]
+    rc.emit("zero_grad_every_micro_step", False, z.where, "zero_grad() once per optimizer step")
+
+
+def no_sync(rc: RuleContext) -> None:
+    a = rc.a
+    if rc.hf:
+        rc.emit("final_micro_step_synced", True, "", "HF Trainer synchronises the last micro-step")
+        return
+    acc = a.accum
+    if acc.style == "framework":
+        rc.emit(
+            "uses_no_sync",
+            True,
+            acc.k_where,
+            "accelerator.accumulate() skips sync on non-final micro-steps",
+        )
+        rc.emit(
+            "final_micro_step_synced",
+            True,
+            acc.k_where,
+            "accelerator.accumulate() syncs the final micro-step",
+        )
+        return
+    uses = [e for e in a.calls("no_sync")] + a.flag_events
+    uses.sort(key=lambda e: e.seq)
+    if uses:
+        u = uses[0]
+        how = "require_backward_grad_sync" if u.kind == "assign" else "no_sync()"
+        rc.emit("uses_no_sync", True, u.where, f"{how} used ({u.where})")
+    elif (
+        a.ddps and a.main_backward is not None and not any(o.extra.get("deepspeed") for o in a.ddps)
+    ):
+        rc.emit("uses_no_sync", False, a.ddps[0].where, "no no_sync(): every backward all-reduces")
+        if a.train_forwards:
+            rc.emit(
+                "final_micro_step_synced",
+                True,
+                a.train_forwards[0].where,
+                "every micro-step synchronises (no no_sync)",
+            )
+        return
+    else:
+        return
+    step = acc.step
+    if step is not None and any(w.kind == V.CTX_NO_SYNC and w.cond is None for w in step.withs()):
+        rc.emit(
+            "final_micro_step_synced",
+            False,
+            step.where,
+            f"optimizer.step() inside no_sync() ({step.where})",
+        )
+        return
+    if acc.tail is not None:
+        _tail_sync(rc, acc.tail)
+        return
+    win = a.window
+    if win is None:
+        rc.warn(f"{u.where}: no_sync() found but the accumulation window is not understood")
+        return
+    fwds = (
+        [
+            f
+            for f in a.train_forwards
+            if f.result is not None
+            and any(t in ("route:ddp", "route:fsdp") for t in f.result.taint)
+        ]
+        if a.train_forwards
+        else []
+    )
+    fwds = [f for f in fwds if a.in_window(f, win)]
+    if not fwds:
+        return
+    bad: str | None = None
+    for i in sorted(win.boundaries):
+        ran = False
+        for f in fwds:
+            runs = a.runs_at(f, i, win)
+            if runs is None:
+                rc.warn(f"{f.where}: cannot tell which micro-step this forward runs in")
+                return
+            if not runs:
+                continue
+            ran = True
+            synced, where = a.synced_at(f, i, win)
+            if synced is None:
+                rc.warn(f"{f.where}: cannot evaluate the no_sync condition")
+                return
+            if not synced:
+                bad = where or f.where
+        if not ran:
+            return
+    if bad is not None:
+        rc.emit(
+            "final_micro_step_synced",
+            False,
+            bad,
+            f"the micro-step before optimizer.step() runs its forward without gradient sync ({bad})",
+        )
+    else:
+        rc.emit(
+            "final_micro_step_synced",
+            True,
+            fwds[0].where,
+            "the last micro-step's forward and backward run outside no_sync",
+        )
+
+
+def _tail_sync(rc: RuleContext, tail: Event) -> None:
+    """The last micro-step is written after the micro-batch loop: is its forward synced?"""
+    a = rc.a
+    fwd_seqs = [int(t.split(":", 1)[1]) for t in a.loss_of(tail).taint if t.startswith("fwdseq:")]
+    fwd = a.by_seq.get(fwd_seqs[-1]) if fwd_seqs else None
+    if fwd is None:
+        return
+    blocking = [w for w in fwd.withs() if w.kind == V.CTX_NO_SYNC]
+    if any(w.cond is None for w in blocking):
+        w = blocking[0]
+        rc.emit(
+            "final_micro_step_synced",
+            False,
+            f"{w.file}:{w.line}",
+            f"the last micro-step also runs under no_sync ({w.file}:{w.line})",
+        )
+    elif blocking:
+        rc.warn(f"{fwd.where}: conditional no_sync around the last micro-step; not decided")
+    else:
+        rc.emit(
+            "final_micro_step_synced",
+            True,
+            fwd.where,
+            "the last micro-step runs after the no_sync block",
+        )
+
+
+def forward_route(rc: RuleContext) -> None:
+    a = rc.a
+    fact = "forward_bypasses_ddp"
+    if rc.hf:
+        return
+    if not a.ddps or a.main_backward is None:
+        return
+    wrapped = {o.wraps: o for o in a.ddps if o.wraps is not None}
+    decided = False
+    for b in a.backwards:
+        loss = a.loss_of(b)
+        if V.FWD not in loss.taint:
+            continue
+        routes = {t.split(":", 1)[1] for t in loss.taint if t.startswith("route:")}
+        fseqs = [int(t.split(":", 1)[1]) for t in loss.taint if t.startswith("fwdseq:")]
+        models = {t.split(":", 1)[1] for t in loss.taint if t.startswith("model:")}
+        if routes & {V.DDP, V.FSDP}:
+            decided = True
+            continue
+        bypass_at: str | None = None
+        for s in fseqs:
+            f = a.by_seq.get(s)
+            if f is None or f.result is None:
+                continue
+            r = {t.split(":", 1)[1] for t in f.result.taint if t.startswith("route:")}
+            ref_txt = {t.split(":", 1)[1] for t in f.result.taint if t.startswith("model:")}
+            ref = next((int(x) for x in ref_txt if x.isdigit()), None)
+            if V.DDP_MODULE in r or (V.MODEL in r and ref in wrapped and f.seq > wrapped[ref].seq):
+                bypass_at = call_site(f)
+        if bypass_at is not None:
+            rc.emit(
+                fact,
+                True,
+                bypass_at,
+                f"training forward goes around the DDP wrapper ({bypass_at}): gradients are never all-reduced",
+            )
+            return
+        del models
+    if decided:
+        rc.emit(
+            fact,
+            False,
+            a.main_backward.where,
+            "training forward goes through the DDP-wrapped model",
+        )
+
+
+def extra_backward(rc: RuleContext) -> None:
+    a = rc.a
+    fact = "extra_backward_through_ddp"
+    b = a.main_backward
+    if rc.hf or b is None or not a.ddps:
+        return
+    loop = a.step_loop
+    if loop is None:
+        return
+    same = [
+        x
+        for x in a.backwards
+        if loop in x.ctx
+        and V.FWD in a.loss_of(x).taint
+        and not any(w.kind == V.CTX_NO_SYNC and w.cond is None for w in x.withs())
+    ]
+    ddp_routed = [x for x in same if "route:ddp" in a.loss_of(x).taint]
+    if not ddp_routed:
+        return
+    first = ddp_routed[0]
+    for x in ddp_routed[1:]:
+        if exclusive(first, x):
+            continue
+        rc.emit(
+            fact,
+            True,
+            x.where,
+            f"a second backward through the DDP model in the same step ({x.where}), outside no_sync",
+        )
+        return
+    rc.emit(fact, False, first.where, "one backward through the DDP model per micro-step")
+
+
+def loss_scaling(rc: RuleContext) -> None:
+    a = rc.a
+    b = a.main_backward
+    if rc.hf:
+        rc.emit("loss_multiplied_by_world_size", False, "", "HF Trainer computes the loss")
+        return
+    if b is None:
+        return
+    loss = a.loss_of(b)
+    if V.FWD not in loss.taint:
+        return
+    if V.MUL_WORLD in loss.taint and V.NORM_GLOBAL not in loss.taint:
+        where = (lines_at(loss.taint, "mulworld") or [b.where])[-1]
+        rc.emit(
+            "loss_multiplied_by_world_size",
+            True,
+            where,
+            f"loss multiplied by the world size before backward ({where}); DDP already averages",
+        )
+        return
+    rc.emit("loss_multiplied_by_world_size", False, b.where, "loss not rescaled by the world size")
+
+
+def comm_hook(rc: RuleContext) -> None:
+    a = rc.a
+    fact = "uses_comm_hook"
+    hooks = [e for e in a.calls("register_comm_hook")]
+    if hooks:
+        rc.emit(fact, True, hooks[0].where, f"DDP communication hook registered ({hooks[0].where})")
+        _hook_averages(rc, hooks[0])
+    manual = [
+        e
+        for e in a.calls()
+        if apis.last(e.name) in ("all_reduce", "all_reduce_coalesced", "reduce")
+        and e.args
+        and (e.args[0].kind == "grad" or ".grad" in text(e.kw_node("tensor", 0), 200))
+    ]
+    if manual:
+        e = manual[0]
+        rc.emit(fact, True, e.where, f"gradients all-reduced by hand after backward ({e.where})")
+        loop = e.loops()[-1] if e.loops() else None
+        body = loop.node if loop is not None else e.node
+        _averages_in(rc, body, e.where, "the hand-written gradient all-reduce")
+    if hooks or manual:
+        rc._sort_fault("comm_hook_averages", False)
+        return
+    if rc.hf or rc.acc:
+        rc.emit(fact, False, "", "the framework synchronises gradients")
+    elif a.ddps and a.main_backward is not None:
+        rc.emit(fact, False, a.ddps[0].where, "DDP's own gradient averaging, no hook")
+
+
+def _hook_averages(rc: RuleContext, reg: Event) -> None:
+    hook = reg.kw("hook", 1)
+    if hook is None:
+        return
+    if hook.kind == "symbol" and hook.canon:
+        stock = apis.last(hook.canon)
+        if stock in (
+            "allreduce_hook",
+            "fp16_compress_hook",
+            "bf16_compress_hook",
+            "powerSGD_hook",
+            "batched_powerSGD_hook",
+        ):
+            rc.emit(
+                "comm_hook_averages",
+                True,
+                reg.where,
+                f"stock {stock} divides by the world size",
+            )
+        return
+    if isinstance(hook.const, FuncRef):
+        fn = hook.const.node
+        _averages_in(
+            rc, fn, f"{hook.const.scope.module.label}:{fn.lineno}", f"hook {hook.const.name}()"
+        )
+
+
+def _averages_in(rc: RuleContext, node: ast.AST, where: str, what: str) -> None:
+    """Does this code divide the all-reduced sum by the world / group size?"""
+    reduces = False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and apis.last(dotted(sub.func)) in (
+            "all_reduce",
+            "allreduce",
+        ):
+            reduces = True
+        divisor: ast.AST | None = None
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Div, ast.FloorDiv)):
+            divisor = sub.right
+        elif isinstance(sub, ast.AugAssign) and isinstance(sub.op, (ast.Div, ast.FloorDiv)):
+            divisor = sub.value
+        elif (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr in ("div_", "div", "true_divide_")
+            and sub.args
+        ):
+            divisor = sub.args[0]
+        if divisor is not None and mentions_world(divisor):
+            rc.emit("comm_hook_averages", True, f"{where}", f"{what} divides by the world size")
+            return
+    if reduces:
+        rc.emit(
+            "comm_hook_averages",
+            False,
+            where,
+            f"{what} all-reduces (sums) without dividing by the world size ({where})",
+        )
+
+
+def _token_signals(rc: RuleContext) -> list[str]:
+    """Padding, label masking or token-count plumbing anywhere in the scanned files."""
+    out: list[tuple[str, int]] = []
+    modules = [rc.walk.sources.main, *rc.walk.sources.modules.values()]
+    for m in modules:
+        idx = m.index
+        for kw in idx.keywords:
+            value = kw.value
+            const = value.value if isinstance(value, ast.Constant) else None
+            # ``ignore_index=`` alone is no sign of padding (nanoGPT passes -1 on fixed-size
+            # blocks): masking shows where labels are set to the ignored value (``neg100``).
+            if (
+                kw.arg == "num_items_in_batch"
+                or (kw.arg == "padding" and (const is True or const in ("longest", "max_length")))
+                or (kw.arg == "packing" and const is True)
+            ):
+                out.append((m.label, value.lineno))
+        for call, name, _ in idx.calls:
+            if apis.last(name) in apis.PADDING_SIGNALS - {"pad"}:
+                out.append((m.label, call.lineno))
+        out.extend((m.label, s.lineno) for s in idx.strings if s.value == "attention_mask")
+        out.extend(
+            (m.label, a.lineno) for a in idx.attrs if a.attr in ("attention_mask", "pad_token_id")
+        )
+        out.extend((m.label, u.lineno) for u in idx.neg100)
+    out.sort(key=lambda w: (w[0] != rc.label, w[1]))
+    return [f"{f}:{line}" for f, line in out]
+
+
+def loss_shape(rc: RuleContext) -> None:
+    a = rc.a
+    if rc.hf:
+        rc.emit("loss_reduction", "mean", "", "HF models return a mean loss")
+    b = a.main_backward
+    loss = a.loss_of(b) if b is not None else None
+    if b is not None and loss is not None and not rc.hf and V.FWD in loss.taint:
+        if V.SUM_RED in loss.taint:
+            rc.emit(
+                "loss_reduction",
+                "sum",
+                b.where,
+                "loss is a sum over the batch (reduction='sum' or .sum())",
+            )
+        elif V.MEAN_RED in loss.taint:
+            rc.emit("loss_reduction", "mean", b.where, "loss is a mean over the batch")
+    signals = _token_signals(rc)
+    tokenized = (
+        signals
+        or any(o.canon == "tokenizer" or "Tokenizer" in o.canon for o in a.objects.values())
+        or any(e.result is not None and e.result.kind == "tokenizer" for e in a.events)
+    )
+    if signals:
+        rc.emit(
+            "variable_length_sequences",
+            True,
+            signals[0],
+            f"padding / label masking ({signals[0]})",
+        )
+    elif not tokenized and (a.main_backward is not None) and not _data_from_elsewhere(rc):
+        rc.emit(
+            "variable_length_sequences",
+            False,
+            a.main_backward.where,
+            "fixed-size examples: no padding or label masking",
+        )
+    else:
+        return
+    if not signals:
+        return
+    if rc.hf:
+        val, where = rc.hf_arg("average_tokens_across_devices")
+        if val is not None and val.known and val.const is True:
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                True,
+                where,
+                "average_tokens_across_devices=True",
+            )
+        return
+    if b is None or loss is None or V.FWD not in loss.taint:
+        return
+    if V.NORM_GLOBAL in loss.taint:
+        rc.emit(
+            "loss_normalised_by_global_tokens",
+            True,
+            b.where,
+            "loss divided by a token count summed across ranks",
+        )
+    elif V.MEAN_RED in loss.taint:
+        where = _loss_line(rc, loss) or b.where
+        rc.emit(
+            "loss_normalised_by_global_tokens",
+            False,
+            where,
+            f"per-rank mean over this batch's tokens ({where}): ranks with few tokens weigh as much as full ones",
+        )
+
+
+def _loss_line(rc: RuleContext, loss: Val) -> str | None:
+    """Where the loss was reduced: the criterion call feeding the backward."""
+    seqs = [int(t.split(":", 1)[1]) for t in loss.taint if t.startswith("fwdseq:")]
+    if not seqs:
+        return None
+    fwd = rc.a.by_seq.get(seqs[-1])
+    if fwd is None:
+        return None
+    for e in rc.a.events:
+        if e.seq <= fwd.seq or e.kind != "call" or e.result is None:
+            continue
+        if f"fwdseq:{fwd.seq}" in e.result.taint and V.MEAN_RED in e.result.taint:
+            return e.where
+        if e.seq > fwd.seq + 40:
+            break
+    return fwd.where
+
+
+def _data_from_elsewhere(rc: RuleContext) -> bool:
+    loader = rc.training_loader()
+    if loader is None:
+        return bool(rc.walk.sources.missing)
+    ds = loader.kwargs.get("dataset")
+    obj = rc.obj(ds)
+    return obj is None and ds is not None and (V.UNBOUND in ds.taint or ds.kind is None)

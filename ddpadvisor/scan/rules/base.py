@@ -1,0 +1,414 @@
+"""What every rule works with: the walk, its analysis, the findings so far and shared helpers.
+
+A rule is a function ``rule(rc: RuleContext) -> None`` (see :mod:`ddpadvisor.scan.rules`). It
+emits a :class:`Finding` only when the code decides the fact; when it cannot, it emits nothing
+(the fact stays unknown) and may add a warning that says why. Findings for a fact are ordered
+so that the decisive one comes last.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import Analysis, eval_at, text
+from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
+from ddpadvisor.scan.interp import ClassInfo, WalkResult
+from ddpadvisor.scan.source import dotted
+from ddpadvisor.scan.values import Obj, Val
+
+Value = bool | int | float | str
+
+# A value known only as a command-line default (``parser.add_argument("--accum", default=4)``)
+# is not reported as a fact: scanned facts outrank the user's own answers and --set, so a
+# run launched with other flags could never be corrected. Flip to report defaults anyway.
+CLI_DEFAULTS_ARE_FACTS = False
+
+
+@dataclass(frozen=True)
+class Finding:
+    fact: str
+    value: Value
+    where: str
+    detail: str
+
+
+def const(val: Val | None) -> object | None:
+    return val.const if val is not None and val.known else None
+
+
+def num(val: Val | None) -> float | None:
+    c = const(val)
+    if isinstance(c, bool) or not isinstance(c, (int, float)):
+        return None
+    return float(c)
+
+
+def is_rank_cond(c: object) -> bool:
+    return isinstance(c, CondCtx) and V.RANK in c.taint
+
+
+def lines_at(taint: frozenset[str], prefix: str) -> list[str]:
+    out = [t.split("@", 1)[1] for t in taint if t.startswith(prefix + "@")]
+
+    def key(w: str) -> tuple[str, int]:
+        f, _, line = w.rpartition(":")
+        return f, int(line) if line.isdigit() else 0
+
+    return sorted(out, key=key)
+
+
+class UndeclaredFact(AssertionError):
+    """A rule set a fact its entry in ``RULES`` does not declare."""
+
+
+class RuleContext:
+    def __init__(self, walk: WalkResult, strict: bool = False) -> None:
+        self.walk = walk
+        self.a = Analysis(walk)
+        self.findings: list[Finding] = []
+        self.warnings: list[str] = []
+        self.strict = strict or bool(os.environ.get("DDPADVISOR_DEBUG"))
+        self.label = walk.sources.main.label
+        self._by_class: dict[int, list[tuple[ast.Call, str]]] | None = None
+        # The facts the running rule declares; None outside a rule (no check).
+        self.declared: frozenset[str] | None = None
+        self.running = ""
+
+    def _check_declared(self, fact: str) -> None:
+        if self.declared is not None and fact not in self.declared:
+            raise UndeclaredFact(f"rule {self.running} sets {fact}, which it does not declare")
+
+    # ------------------------------------------------------------------ plumbing
+    def emit(self, fact: str, value: Value, where: str, detail: str) -> None:
+        self._check_declared(fact)
+        if not where and self.hf:
+            tr = self.trainer()
+            where = tr.where if tr is not None else ""
+        self.findings.append(Finding(fact, value, where or self.label, detail))
+
+    def cli_default(self, fact: str, value: Value, where: str) -> None:
+        """A value that is only a command-line default stays unknown: a scanned fact beats
+        the user's own answer, so a guess here could not be corrected."""
+        self._check_declared(fact)
+        shown = str(value).lower() if isinstance(value, bool) else value
+        if CLI_DEFAULTS_ARE_FACTS:
+            self.emit(fact, value, where, f"{fact}={shown} (command-line default)")
+            return
+        self.warn(
+            f"{where}: {fact} is {shown} only by command-line default; "
+            f"if the run used that, pass --set {fact}={shown}"
+        )
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    # ------------------------------------------------------------------ helpers
+    def obj(self, val: Val | None) -> Obj | None:
+        if val is None or val.ref is None:
+            return None
+        return self.walk.objects.get(val.ref)
+
+    @property
+    def hf(self) -> bool:
+        return self.a.framework == "hf_trainer"
+
+    @property
+    def acc(self) -> bool:
+        return self.a.framework == "accelerate"
+
+    def trainer(self) -> Obj | None:
+        found = self.a.objs(V.TRAINER)
+        return found[0] if found else None
+
+    def training_args(self) -> Obj | None:
+        tr = self.trainer()
+        if tr is not None:
+            args = self.obj(tr.kwargs.get("args"))
+            if args is not None and args.kind in (V.TRAINING_ARGS, V.INSTANCE):
+                return args
+        found = self.a.objs(V.TRAINING_ARGS)
+        return found[0] if found else None
+
+    def hf_arg(self, name: str) -> tuple[Val | None, str]:
+        """A TrainingArguments field: (value or None when set on the command line, where)."""
+        args = self.training_args()
+        if args is None:
+            return None, ""
+        if name in args.kwargs:
+            val = args.kwargs[name]
+            if V.ARGDEFAULT in val.taint or V.UNBOUND in val.taint:
+                return None, args.where  # the script passes its own command-line value
+            return val, args.where
+        if args.extra.get("from_cli"):
+            return None, args.where  # set on the command line: library defaults are guesses
+        return Val(const=None, taint=frozenset({"default"})), args.where
+
+    def training_loader(self) -> Obj | None:
+        b = self.a.main_backward
+        if b is not None:
+            for loop in reversed(b.loops()):
+                it = loop.iter
+                if it.kind == "enumerate" and it.items:
+                    it = it.items[0]
+                if it.kind == V.LOADER and it.ref is not None:
+                    return self.walk.objects.get(it.ref)
+            for e in self.a.events:
+                if (
+                    e.result is not None
+                    and e.result.kind == "batch"
+                    and e.result.ref
+                    and any(loop in e.ctx for loop in b.loops())
+                ):
+                    return self.walk.objects.get(e.result.ref)
+        loaders = [o for o in self.a.objs(V.LOADER) if not self._is_eval_loader(o)]
+        return loaders[0] if len(loaders) == 1 else None
+
+    @staticmethod
+    def _is_eval_loader(o: Obj) -> bool:
+        call = o.node
+        parent_text = text(call, 200).lower()
+        return (
+            any(w in parent_text for w in ("val_", "valid", "eval", "test_"))
+            and "train" not in parent_text
+        )
+
+    def _class_of(self, o: Obj | None) -> ClassInfo | None:
+        if o is None:
+            return None
+        info = o.extra.get("class")
+        return info if isinstance(info, ClassInfo) else None
+
+    def _opaque_touches(self, refs: set[int | None], loop: LoopCtx | None) -> list[Event]:
+        """Calls into code the scan cannot read that receive one of these objects."""
+        out = []
+        for e in self.a.calls():
+            if loop is not None and loop not in e.ctx:
+                continue
+            head = e.name.split(".")[0]
+            if not e.name or e.name.startswith(("local:", ".")) or head in KNOWN_HEADS:
+                continue
+            if any(v.ref in refs for v in [*e.args, *e.kwargs.values()] if v.ref is not None):
+                out.append(e)
+        return out
+
+    # ------------------------------------------------------------------ precision
+    @property
+    def ds(self) -> Obj | None:
+        """The DeepSpeed engine, whose JSON config decides precision, accumulation, clipping."""
+        return next((o for o in self.a.ddps if o.extra.get("deepspeed")), None)
+
+    # ------------------------------------------------------------------ wrap order
+    def _lora_evidence(self) -> list[str]:
+        out = []
+        for o in self.a.objects.values():
+            if o.extra.get("peft"):
+                ev = self.a.by_seq.get(o.extra["peft"])
+                out.append(ev.where if ev else o.where)
+        for e in self.a.calls():
+            n = apis.last(e.name)
+            if n in (
+                "LoraConfig",
+                "get_peft_model",
+                "inject_adapter_in_model",
+                "prepare_model_for_kbit_training",
+            ) or e.name.startswith(("peft.", "loralib.")):
+                out.append(e.where)
+        built = {id(o.extra.get("class")) for o in self.a.objects.values()}
+        for info in self.walk.classes:
+            if "lora" in info.name.lower() and info.object_kind() == V.MODEL and id(info) in built:
+                out.append(f"{info.scope.module.label}:{info.node.lineno}")
+        return out
+
+    # ------------------------------------------------------------------ optimisation
+    def _main_optimizer(self) -> Obj | None:
+        step = self.a.main_step
+        if step is not None and step.recv is not None:
+            target = step.recv
+            if target.kind == V.SCALER and step.args:
+                target = step.args[0]
+            o = self.obj(target)
+            if o is not None and o.kind == V.OPTIMIZER:
+                return o
+        opts = self.a.objs(V.OPTIMIZER)
+        return opts[0] if len(opts) == 1 else None
+
+        # A learning rate that does not depend on the world size says nothing about how it
+        # was changed by hand for the multi-GPU run, so "none" is never read from code.
+
+    # ------------------------------------------------------------------ ordering
+    def _sort_fault(self, fact: str, fault: Value) -> None:
+        mine = [f for f in self.findings if f.fact == fact]
+        if not mine:
+            return
+        rest = [f for f in self.findings if f.fact != fact]
+        faults = [f for f in mine if f.value == fault]
+        others = [f for f in mine if f.value != fault]
+        self.findings = rest + (faults if faults else others)
+
+
+def function_constants(fn: ast.AST) -> dict[str, object]:
+    """Constants a function sets up for itself: parameter defaults and ``name = 4`` lines.
+
+    A schedule function is called with the step only, so its other parameters keep their
+    defaults (``def lr(step, warmup=3)``)."""
+    from ddpadvisor.scan.evaluate import Undecidable, evaluate
+
+    out: dict[str, object] = {}
+    args = getattr(fn, "args", None)
+    if isinstance(args, ast.arguments):
+        positional = [*args.posonlyargs, *args.args]
+        for param, default in zip(
+            positional[len(positional) - len(args.defaults) :], args.defaults
+        ):
+            if isinstance(default, ast.Constant):
+                out[param.arg] = default.value
+    for stmt in getattr(fn, "body", []) if isinstance(getattr(fn, "body", None), list) else []:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            try:
+                out[stmt.targets[0].id] = evaluate(stmt.value, out)
+            except Undecidable:
+                continue
+    return out
+
+
+def mentions_world(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        name = dotted(sub.func) if isinstance(sub, ast.Call) else dotted(sub)
+        last = apis.last(name).lower() if name else ""
+        if last in (
+            "size",
+            "get_world_size",
+            "world_size",
+            "num_processes",
+            "ws",
+            "nprocs",
+            "n_gpus",
+            "ngpus",
+        ):
+            return True
+        if "world" in last:
+            return True
+    return False
+
+
+def call_site(ev: Event) -> str:
+    """Where the user wrote it: a forward inside ``model.module.some_method()`` is blamed on
+    that call, not on ``self(x)`` inside the model class."""
+    for c in ev.ctx:
+        if isinstance(c, FuncCtx) and c.self_kind in (V.MODEL, V.DDP_MODULE) and c.call_where:
+            return c.call_where
+    return ev.where
+
+
+# Import roots whose calls the scanner understands or that cannot touch training state.
+KNOWN_HEADS = {
+    "torch",
+    "transformers",
+    "accelerate",
+    "peft",
+    "deepspeed",
+    "datasets",
+    "torchvision",
+    "timm",
+    "math",
+    "numpy",
+    "np",
+    "random",
+    "os",
+    "sys",
+    "time",
+    "logging",
+    "wandb",
+    "tqdm",
+    "trange",
+    "json",
+    "yaml",
+    "pickle",
+    "copy",
+    "functools",
+    "itertools",
+    "contextlib",
+    "print",
+    "len",
+    "range",
+    "enumerate",
+    "zip",
+    "iter",
+    "next",
+    "isinstance",
+    "getattr",
+    "setattr",
+    "hasattr",
+    "int",
+    "float",
+    "str",
+    "bool",
+    "list",
+    "dict",
+    "tuple",
+    "set",
+    "min",
+    "max",
+    "sum",
+    "abs",
+    "round",
+    "sorted",
+    "reversed",
+    "open",
+    "super",
+    "type",
+    "any",
+    "all",
+    "map",
+    "filter",
+    "format",
+    "repr",
+    "id",
+    "vars",
+    "callable",
+    "gc",
+    "argparse",
+    "pathlib",
+    "Path",
+    "shutil",
+    "warnings",
+    "dataclasses",
+    "collections",
+}
+
+
+def cli_switched(e: Event) -> bool:
+    """Under an ``if`` that a command-line value decides (``if args.sync_bn:``): whether it
+    ran depends on the run's flags, which the scan does not know."""
+    return any(isinstance(c, CondCtx) and V.ARGDEFAULT in c.taint for c in e.ctx)
+
+
+def exclusive(a: Event, b: Event) -> bool:
+    """Two events in different branches of the same ``if``."""
+    for x in a.ctx:
+        if isinstance(x, CondCtx):
+            for y in b.ctx:
+                if isinstance(y, CondCtx) and y.node is x.node and y.branch != x.branch:
+                    return True
+    return False
+
+
+def kw_node(node: ast.AST | None, name: str) -> ast.expr | None:
+    if not isinstance(node, ast.Call):
+        return None
+    for k in node.keywords:
+        if k.arg == name:
+            return k.value
+    return None
+
+
+__all__ = ["Finding", "RuleContext", "eval_at"]

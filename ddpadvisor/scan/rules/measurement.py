@@ -1,0 +1,119 @@
+"""How the loss is logged and the batch it is measured on (kb/causes/measurement.yaml)."""
+
+from __future__ import annotations
+
+import ast
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import text
+from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.rules.base import (
+    RuleContext,
+    is_rank_cond,
+    num,
+)
+
+
+def batch_size(rc: RuleContext) -> None:
+    if rc.hf:
+        val, where = rc.hf_arg("per_device_train_batch_size")
+        if val is not None:
+            n = num(val)
+            if n is not None:
+                rc.emit(
+                    "per_gpu_batch_size", int(n), where, f"per_device_train_batch_size={int(n)}"
+                )
+            elif "default" in val.taint or "cli" in val.taint:
+                rc.emit("per_gpu_batch_size", 8, where, "HF default per_device_train_batch_size=8")
+        return
+    loader = rc.training_loader()
+    if loader is None:
+        return
+    bs = loader.kwargs.get("batch_size")
+    if bs is None:
+        if loader.kwargs.get("batch_sampler") is None:
+            rc.emit("per_gpu_batch_size", 1, loader.where, "DataLoader default batch_size=1")
+        return
+    n = num(bs)
+    if n is not None and V.ARGDEFAULT in bs.taint:
+        rc.cli_default("per_gpu_batch_size", int(n), loader.where)
+    elif n is not None and V.WORLD not in bs.taint:
+        rc.emit(
+            "per_gpu_batch_size",
+            int(n),
+            loader.where,
+            f"DataLoader(batch_size={int(n)}) per rank",
+        )
+
+
+def logging(rc: RuleContext) -> None:
+    a = rc.a
+    if rc.hf:
+        rc.emit("logs_rank0_only", False, "", "HF Trainer logs the loss averaged over ranks")
+        rc.emit("logged_loss_reduction_wrong", False, "", "HF Trainer reduces the logged loss")
+        return
+    logs: list[Event] = []
+    for e in a.calls():
+        n = e.method or apis.last(e.name)
+        if n not in apis.LOG_NAMES and apis.last(e.name) not in apis.LOG_NAMES:
+            continue
+        vals = [*e.args, *e.kwargs.values()]
+        if not any(V.FWD in v.taint for v in vals):
+            continue
+        if "loss" not in text(e.node, 400).lower():
+            continue
+        logs.append(e)
+    if not logs:
+        return
+    rank0_unreduced = []
+    reduced = []
+    for e in logs:
+        vals = [*e.args, *e.kwargs.values()]
+        is_reduced = any(V.REDUCED in v.taint for v in vals)
+        rank0 = any(is_rank_cond(c) for c in e.ctx) or (
+            e.recv is not None and e.recv.kind == V.ACCELERATOR and e.method == "print"
+        )
+        if is_reduced:
+            reduced.append(e)
+        elif rank0:
+            rank0_unreduced.append(e)
+    if reduced:
+        e = reduced[0]
+        vals = [*e.args, *e.kwargs.values()]
+        rc.emit("logs_rank0_only", False, e.where, "logged loss is reduced across ranks first")
+        wrong = [v for v in vals if V.REDUCED_SUM in v.taint or "double_div_world" in v.taint]
+        unsure = [v for v in vals if "reduced_div_unknown" in v.taint]
+        if unsure and not wrong:
+            rc.warn(
+                f"{e.where}: summed loss divided by {_divisor_text(e)}; is that the world size?"
+            )
+        elif wrong:
+            why = (
+                "all_reduce SUM not divided by the world size"
+                if V.REDUCED_SUM in wrong[0].taint
+                else "averaged and then divided by the world size again"
+            )
+            rc.emit("logged_loss_reduction_wrong", True, e.where, f"logged loss {why} ({e.where})")
+        else:
+            rc.emit(
+                "logged_loss_reduction_wrong",
+                False,
+                e.where,
+                "logged loss averaged across ranks",
+            )
+    if rank0_unreduced and not reduced:
+        e = rank0_unreduced[0]
+        rc.emit(
+            "logs_rank0_only",
+            True,
+            e.where,
+            f"rank 0 logs its own micro-batch loss without an all_reduce ({e.where})",
+        )
+
+
+def _divisor_text(e: Event) -> str:
+    for sub in ast.walk(e.node):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Div):
+            return text(sub.right)
+    return "a number"

@@ -1,0 +1,394 @@
+"""Optimiser, learning-rate scaling and schedule (kb/causes/optimisation.yaml)."""
+
+from __future__ import annotations
+
+import ast
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import text
+from ddpadvisor.scan.context import common_prefix
+from ddpadvisor.scan.interp import FuncRef
+from ddpadvisor.scan.rules.base import (
+    RuleContext,
+    function_constants,
+    lines_at,
+    num,
+)
+from ddpadvisor.scan.values import Obj, Val
+
+
+def lr_scaling(rc: RuleContext) -> None:
+    if rc.hf:
+        val, where = rc.hf_arg("learning_rate")
+        if val is not None:
+            _lr_value(rc, val, where, "TrainingArguments(learning_rate=…)")
+        return
+    opt = rc._main_optimizer()
+    if opt is None:
+        return
+    lr = opt.kwargs.get("lr")
+    groups = [
+        e
+        for e in rc.a.events
+        if e.kind == "assign"
+        and e.attr == "lr"
+        and e.recv is not None
+        and e.recv.kind == "param_group"
+    ]
+    for g in groups:
+        if g.value is not None and V.WORLD in g.value.taint:
+            _lr_value(rc, g.value, g.where, "learning rate set per step")
+            return
+    if lr is None:
+        return
+    _lr_value(rc, lr, opt.where, "optimizer learning rate")
+
+
+def _lr_value(rc: RuleContext, lr: Val, where: str, what: str) -> None:
+    fact = "lr_scaling"
+    if V.WORLD in lr.taint:
+        at = (lines_at(lr.taint, "scaled") or [where])[-1]
+        kind = "sqrt" if "sqrt_world" in lr.taint else "linear"
+        rc.emit(
+            fact,
+            kind,
+            at,
+            f"learning rate scaled by {'sqrt(world size)' if kind == 'sqrt' else 'the world size'} ({at})",
+        )
+    elif V.UNBOUND in lr.taint:
+        rc.warn(f"{where}: learning rate comes from a parameter; scaling not decided")
+
+
+def schedule(rc: RuleContext) -> None:
+    if rc.hf:
+        ws, where = rc.hf_arg("warmup_steps")
+        wr, _ = rc.hf_arg("warmup_ratio")
+        if ws is not None and num(ws):
+            rc.emit(
+                "warmup_steps",
+                int(num(ws) or 0),
+                where,
+                f"TrainingArguments(warmup_steps={int(num(ws) or 0)})",
+            )
+        elif wr is not None and num(wr):
+            rc.warn(f"{where}: warmup given as a ratio of total steps; step count not decided")
+        elif (
+            ws is not None
+            and wr is not None
+            and ("default" in ws.taint or ws.known)
+            and ("default" in wr.taint or wr.known)
+        ):
+            rc.emit("warmup_steps", 0, where, "TrainingArguments without warmup")
+        rc.emit(
+            "scheduler_steps_per_optimizer_step",
+            1.0,
+            where,
+            "HF Trainer steps the scheduler with the optimizer",
+        )
+        return
+    _warmup(rc)
+    _sched_ratio(rc)
+
+
+def _warmup(rc: RuleContext) -> None:
+    a = rc.a
+    scheds = a.objs(V.SCHEDULER)
+    if not scheds and rc.ds is not None:
+        return  # a DeepSpeed config may define the scheduler
+    for s in scheds:
+        n = apis.last(s.canon)
+        ev = a.by_seq.get(s.seq)
+        if (n.startswith("get_") and "warmup" in n) or n == "get_scheduler":
+            pos = 2 if n == "get_scheduler" else 1
+            w = s.kwargs.get("num_warmup_steps") or (s.args[pos] if len(s.args) > pos else None)
+            k = num(w)
+            if k is not None and w is not None and V.ARGDEFAULT in w.taint:
+                rc.cli_default("warmup_steps", int(k), s.where)
+            elif k is not None:
+                rc.emit("warmup_steps", int(k), s.where, f"{n}(num_warmup_steps={int(k)})")
+            elif w is None and n == "get_scheduler":
+                rc.emit("warmup_steps", 0, s.where, "get_scheduler without warmup")
+            else:
+                rc.warn(f"{s.where}: warmup steps computed at run time")
+            return
+        if n == "LinearLR":
+            start = num(s.kwargs.get("start_factor") or (s.args[1] if len(s.args) > 1 else None))
+            total = s.kwargs.get("total_iters") or (s.args[3] if len(s.args) > 3 else None)
+            if start is None and "start_factor" not in s.kwargs and len(s.args) <= 1:
+                start = 1 / 3
+            k = num(total) if total is not None else 5.0
+            if start is not None and start < 1 and k is not None:
+                rc.emit("warmup_steps", int(k), s.where, f"LinearLR warmup over {int(k)} steps")
+                return
+        if n == "CosineLRScheduler":
+            k = num(s.kwargs.get("warmup_t"))
+            rc.emit("warmup_steps", int(k or 0), s.where, f"timm scheduler warmup_t={int(k or 0)}")
+            return
+        if n == "LambdaLR":
+            fn = s.kwargs.get("lr_lambda") or (s.args[1] if len(s.args) > 1 else None)
+            k = _warmup_in_function(rc, fn)
+            if k is not None:
+                rc.emit(
+                    "warmup_steps",
+                    k,
+                    s.where,
+                    f"LambdaLR warmup over {k} steps" if k else "LambdaLR without warmup",
+                )
+            else:
+                rc.warn(f"{s.where}: LambdaLR warmup not readable")
+            return
+        del ev
+    groups = [
+        e
+        for e in a.events
+        if e.kind == "assign"
+        and e.attr == "lr"
+        and e.recv is not None
+        and e.recv.kind == "param_group"
+    ]
+    if groups:
+        fn_calls = [
+            e
+            for e in a.calls()
+            if e.result is not None
+            and e.name.startswith("local:")
+            and any(e.seq < g.seq for g in groups)
+            and "lr" in e.name.lower()
+        ]
+        for c in fn_calls:
+            ref = None
+            for fr in rc.walk.functions:
+                if f"local:{fr.name}" == c.name:
+                    ref = fr
+            k = _warmup_in_function(rc, Val(kind=V.FUNCTION, const=ref)) if ref else None
+            if k is not None:
+                rc.emit("warmup_steps", k, c.where, f"learning-rate function with {k} warmup steps")
+                return
+        rc.warn(f"{groups[0].where}: learning rate set by hand each step; warmup not decided")
+        return
+    sched_without_warmup = [
+        s
+        for s in scheds
+        if apis.last(s.canon) in apis.TORCH_SCHEDULERS or "warmup" not in apis.last(s.canon)
+    ]
+    if scheds and sched_without_warmup:
+        s = sched_without_warmup[0]
+        rc.emit("warmup_steps", 0, s.where, f"{apis.last(s.canon)} has no warmup")
+    elif not scheds:
+        opt = rc._main_optimizer()
+        if opt is not None and rc._opaque_touches({opt.ref}, None):
+            return  # code the scan cannot read gets the optimizer: it may set the lr
+        if opt is not None and a.main_backward is not None:
+            rc.emit("warmup_steps", 0, opt.where, "constant learning rate: no warmup")
+
+
+def _warmup_in_function(rc: RuleContext, fn: Val | None) -> int | None:
+    if fn is None or not isinstance(fn.const, FuncRef):
+        return None
+    ref = fn.const
+    node = ref.node
+    params = [p.arg for p in node.args.args]
+    if not params:
+        return None
+    step = params[0]
+    scope = ref.scope
+    for sub in ast.walk(node):
+        bound: ast.expr | None = None
+        if (
+            isinstance(sub, ast.Compare)
+            and len(sub.ops) == 1
+            and isinstance(sub.ops[0], (ast.Lt, ast.LtE))
+            and isinstance(sub.left, ast.Name)
+            and sub.left.id == step
+        ):
+            bound = sub.comparators[0]
+        if isinstance(sub, ast.Call) and text(sub.func) in ("min",) and len(sub.args) == 2:
+            for arg in sub.args:
+                if (
+                    isinstance(arg, ast.BinOp)
+                    and isinstance(arg.op, ast.Div)
+                    and step in {n.id for n in ast.walk(arg.left) if isinstance(n, ast.Name)}
+                ):
+                    bound = arg.right
+        if bound is None:
+            continue
+        value = _resolve_in(rc, bound, ref, scope)
+        if value is not None:
+            return int(value)
+    return (
+        0
+        if not any(isinstance(s, (ast.Compare, ast.If, ast.IfExp)) for s in ast.walk(node))
+        else None
+    )
+
+
+def _resolve_in(rc: RuleContext, node: ast.expr, ref: FuncRef, scope: object) -> float | None:
+    frame = ref.closure
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    env: dict[str, object] = {}
+    local = function_constants(ref.node)
+    for name in names:
+        if name in local:
+            env[name] = local[name]
+            continue
+        val: Val | None = None
+        f = frame
+        while f is not None and val is None:
+            val = f.locals.get(name)
+            f = f.parent
+        if val is None:
+            val = ref.scope.globals.get(name)
+        if val is None or not val.known:
+            if isinstance(node, ast.Attribute):
+                break
+            return None
+        env[name] = val.const
+    from ddpadvisor.scan.evaluate import Undecidable, evaluate
+
+    try:
+        out = evaluate(node, env)
+    except Undecidable:
+        return None
+    return float(out) if isinstance(out, (int, float)) and not isinstance(out, bool) else None
+
+
+def _sched_ratio(rc: RuleContext) -> None:
+    a = rc.a
+    steps = a.sched_steps
+    if not steps:
+        return
+    acc = a.accum
+    s = steps[0]
+    if acc.step is not None:
+        step_ctx = acc.step.ctx
+        s = max(steps, key=lambda e: (len(common_prefix(e.ctx, step_ctx)), -e.seq))
+    sched = rc.obj(s.recv)
+    name = apis.last(sched.canon) if sched else ""
+    if acc.style == "framework":
+        rc.emit(
+            "scheduler_steps_per_optimizer_step",
+            1.0,
+            s.where,
+            "accelerate steps the scheduler only on real optimizer steps",
+        )
+        return
+    win = a.window
+    if win is None or acc.step is None:
+        return
+    if not a.in_window(s, win):
+        step_loops = acc.step.loops()
+        if step_loops and s.loops() and s.loops()[-1] is step_loops[-1]:
+            rc.emit(
+                "scheduler_steps_per_optimizer_step",
+                1.0,
+                s.where,
+                "scheduler stepped next to optimizer.step()",
+            )
+            _total_steps(rc, sched)
+            return
+        if name in apis.EPOCH_SCHEDULERS:
+            return
+        rc.warn(f"{s.where}: scheduler stepped outside the training step loop (per epoch?)")
+        return
+    runs = [a.runs_at(s, i, win) for i in win.indices]
+    step_runs = (
+        [a.runs_at(acc.step, i, win) for i in win.indices] if a.in_window(acc.step, win) else None
+    )
+    if any(r is None for r in runs):
+        return
+    n_sched = sum(1 for r in runs if r)
+    if acc.style == "inner":
+        n_opt = 1
+        n_sched_window = n_sched
+    else:
+        n_opt = sum(1 for r in (step_runs or []) if r) or len(win.boundaries)
+        n_sched_window = n_sched
+    if n_opt == 0:
+        return
+    ratio = n_sched_window / n_opt
+    if acc.k is None and ratio > 1.05:
+        rc.warn(f"{s.where}: scheduler stepped on every micro-batch; accumulation count unknown")
+        return
+    if ratio > 1.05 and acc.k_default:
+        rc.cli_default("scheduler_steps_per_optimizer_step", float(acc.k or ratio), s.where)
+    elif ratio > 1.05:
+        rc.emit(
+            "scheduler_steps_per_optimizer_step",
+            float(acc.k or ratio),
+            s.where,
+            f"scheduler.step() on every micro-batch ({s.where}): warmup and decay run {acc.k}x too fast",
+        )
+    else:
+        rc.emit(
+            "scheduler_steps_per_optimizer_step",
+            round(ratio, 3),
+            s.where,
+            "scheduler stepped once per optimizer step",
+        )
+    _total_steps(rc, sched)
+
+
+def _total_steps(rc: RuleContext, sched: Obj | None) -> None:
+    if sched is None:
+        return
+    for key in ("num_training_steps", "total_steps", "T_max", "total_iters"):
+        val = sched.kwargs.get(key)
+        if val is not None and V.LEN_DATASET in val.taint and V.WORLD not in val.taint:
+            rc.warn(
+                f"{sched.where}: {key} computed from len(dataset): with DistributedSampler each rank "
+                "sees len(dataset)/world_size samples, so the schedule never finishes"
+            )
+
+
+def optimizer(rc: RuleContext) -> None:
+    if rc.hf:
+        optim, where = rc.hf_arg("optim")
+        beta2, _ = rc.hf_arg("adam_beta2")
+        fam: str | None = None
+        if optim is not None and optim.known and isinstance(optim.const, str):
+            o = optim.const.lower()
+            fam = "adam" if "adam" in o else "sgd" if "sgd" in o else "other"
+        elif optim is not None and "default" in optim.taint:
+            fam = "adam"
+        if fam:
+            rc.emit(
+                "optimizer_family",
+                fam,
+                where,
+                f"HF Trainer optimizer ({optim.const if optim and optim.known else 'adamw'})",
+            )
+        if fam == "adam" and beta2 is not None:
+            b2 = num(beta2)
+            if b2 is not None:
+                rc.emit("adam_beta2", b2, where, f"adam_beta2={b2}")
+            elif "default" in beta2.taint:
+                rc.emit("adam_beta2", apis.ADAM_DEFAULT_BETA2, where, "default adam_beta2=0.999")
+        return
+    opt = rc._main_optimizer()
+    if opt is None:
+        fams = {o.extra.get("family") for o in rc.a.objs(V.OPTIMIZER)} - {None}
+        if len(fams) > 1:
+            rc.warn(f"{rc.label}: several optimizer families; which one trains is not decided")
+        return
+    fam = opt.extra.get("family")
+    if fam is None:
+        return
+    rc.emit("optimizer_family", fam, opt.where, f"{apis.last(opt.canon)} optimizer")
+    if fam != "adam":
+        return
+    betas = opt.kwargs.get("betas")
+    if betas is None:
+        if apis.last(opt.canon) in ("Adam", "AdamW", "NAdam", "RAdam", "Adamax"):
+            rc.emit("adam_beta2", apis.ADAM_DEFAULT_BETA2, opt.where, "default betas (beta2=0.999)")
+        return
+    if betas.items is not None and len(betas.items) == 2:
+        b2 = num(betas.items[1])
+        if b2 is not None and V.ARGDEFAULT in betas.items[1].taint:
+            rc.cli_default("adam_beta2", b2, opt.where)
+            return
+        if b2 is not None:
+            rc.emit("adam_beta2", b2, opt.where, f"beta2={b2}")
+            return
+    if betas.known and isinstance(betas.const, tuple) and len(betas.const) == 2:
+        rc.emit("adam_beta2", float(betas.const[1]), opt.where, f"beta2={betas.const[1]}")

@@ -1,0 +1,359 @@
+"""Mixed precision, the grad scaler and clipping around it (kb/causes/precision.yaml)."""
+
+from __future__ import annotations
+
+import ast
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import text
+from ddpadvisor.scan.context import CondCtx, Event
+from ddpadvisor.scan.rules.base import (
+    RuleContext,
+    cli_switched,
+    const,
+    is_rank_cond,
+    kw_node,
+    num,
+)
+from ddpadvisor.scan.source import dotted
+
+
+def precision(rc: RuleContext) -> None:
+    a = rc.a
+    if rc.ds is not None:
+        rc.warn(f"{rc.ds.where}: DeepSpeed config decides precision and loss scaling")
+        return
+    uses_lora = bool(rc._lora_evidence())
+    casts: list[tuple[str, str]] = []
+    switched: list[str] = []
+    for o in a.objs(V.MODEL):
+        for dtype, ev in o.extra.get("casts", []):
+            casts.append((dtype, ev.where))
+            if cli_switched(ev):
+                switched.append(ev.where)
+        load = o.extra.get("load_dtype")
+        if load and load[0] in ("fp16", "bf16"):
+            casts.append((load[0], load[1].where))
+    for e in a.calls():
+        if apis.last(e.name) == "set_default_dtype" and e.args:
+            dtype = apis.dtype_of(e.args[0].canon)
+            if dtype is not None:
+                casts.insert(0, (dtype, e.where))  # applies to every model built after it
+    low = [(d, w) for d, w in casts if d in ("fp16", "bf16")]
+    if low and casts[-1][0] in ("fp16", "bf16") and not uses_lora:
+        d, where = low[-1]
+        if where in switched:
+            # ``if args.half: model.half()``: the run's flags decide the weights' dtype.
+            rc.warn(
+                f"{where}: model cast to {d} behind a command-line switch; precision not decided"
+            )
+            return
+        rc.emit(
+            "precision",
+            f"pure_{d}",
+            where,
+            f"model weights cast to {d} ({where}); optimizer steps on them",
+        )
+        _scaler(rc, f"pure_{d}")
+        return
+    if rc.hf:
+        fp16, where = rc.hf_arg("fp16")
+        bf16, _ = rc.hf_arg("bf16")
+        if (
+            fp16 is not None
+            and bf16 is not None
+            and (fp16.known or "default" in fp16.taint)
+            and (bf16.known or "default" in bf16.taint)
+        ):
+            if const(fp16) is True:
+                rc.emit("precision", "fp16_amp", where, "TrainingArguments(fp16=True)")
+                _scaler(rc, "fp16_amp", framework=where)
+            elif const(bf16) is True:
+                rc.emit("precision", "bf16_amp", where, "TrainingArguments(bf16=True)")
+                _scaler(rc, "bf16_amp", framework=where)
+            else:
+                rc.emit("precision", "fp32", where, "TrainingArguments without fp16/bf16")
+                _scaler(rc, "fp32", framework=where)
+        return
+    if rc.acc:
+        accel = a.objs(V.ACCELERATOR)[0]
+        mp = accel.kwargs.get("mixed_precision")
+        if mp is not None and mp.known:
+            value = {"fp16": "fp16_amp", "bf16": "bf16_amp", "no": "fp32"}.get(str(mp.const))
+            if value:
+                rc.emit(
+                    "precision",
+                    value,
+                    accel.where,
+                    f"Accelerator(mixed_precision={mp.const!r})",
+                )
+                _scaler(rc, value, framework=accel.where)
+                return
+        elif mp is None:
+            rc.warn(f"{accel.where}: mixed precision comes from the accelerate config; not decided")
+        return  # the accelerate config (or an unreadable flag) decides
+    fwds = a.train_forwards
+    if not fwds:
+        return
+    autocasts = [w for f in fwds for w in f.withs() if w.kind == V.CTX_AUTOCAST]
+    if autocasts:
+        w = autocasts[0]
+        dtype, state = w.val.const if isinstance(w.val.const, tuple) else ("unknown", "maybe")
+        where = f"{w.file}:{w.line}"
+        if state == "off":
+            value = "fp32"
+        elif state == "maybe" or dtype in ("unknown", None):
+            rc.warn(f"{where}: autocast dtype or enabled flag decided at run time")
+            _scaler(rc, None)
+            return
+        else:
+            value = {"fp16": "fp16_amp", "bf16": "bf16_amp", "fp32": "fp32"}[dtype]
+        rc.emit(
+            "precision",
+            value,
+            where,
+            f"forward under autocast ({dtype})" if value != "fp32" else "autocast disabled",
+        )
+        _scaler(rc, value)
+        return
+    decorated = _autocast_decorator(rc)
+    if decorated is not None:
+        dtype, where = decorated
+        if dtype in ("fp16", "bf16"):
+            value = f"{dtype}_amp"
+            rc.emit("precision", value, where, f"model forward decorated with autocast ({dtype})")
+            _scaler(rc, value)
+        else:
+            rc.warn(f"{where}: forward decorated with autocast of unknown dtype")
+        return
+    rc.emit(
+        "precision",
+        "fp32",
+        fwds[0].where,
+        "no autocast and no half-precision cast around the forward",
+    )
+    _scaler(rc, "fp32")
+
+
+def _autocast_decorator(rc: RuleContext) -> tuple[str | None, str] | None:
+    """``@torch.autocast(...)`` on the forward of a model class built in the script."""
+    for o in rc.a.objs(V.MODEL):
+        info = rc._class_of(o)
+        found = info.find_method("forward") if info is not None else None
+        if found is None:
+            continue
+        owner, fn = found
+        for deco in fn.decorator_list:
+            call = deco if isinstance(deco, ast.Call) else None
+            name = dotted(call.func if call is not None else deco)
+            if apis.last(name) != "autocast":
+                continue
+            dtype: str | None = "fp16" if "cuda" in name else "bf16" if "cpu" in name else None
+            if call is not None:
+                for kw in call.keywords:
+                    if kw.arg == "dtype":
+                        dtype = apis.dtype_of(dotted(kw.value))
+                    if (
+                        kw.arg == "device_type"
+                        and isinstance(kw.value, ast.Constant)
+                        and dtype is None
+                    ):
+                        dtype = {"cuda": "fp16", "cpu": "bf16"}.get(str(kw.value.value))
+                if call.args and isinstance(call.args[0], ast.Constant) and dtype is None:
+                    dtype = {"cuda": "fp16", "cpu": "bf16"}.get(str(call.args[0].value))
+            return dtype, f"{owner.scope.module.label}:{deco.lineno}"
+    return None
+
+
+def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None) -> None:
+    if framework is not None:
+        rc.emit(
+            "uses_grad_scaler",
+            precision == "fp16_amp",
+            framework,
+            "the framework uses a GradScaler for fp16 only",
+        )
+        return
+    scalers = rc.a.objs(V.SCALER)
+    if scalers:
+        s = scalers[0]
+        enabled = s.kwargs.get("enabled")
+        if enabled is not None and enabled.known and V.ARGDEFAULT in enabled.taint:
+            rc.cli_default("uses_grad_scaler", bool(enabled.const), s.where)
+        elif enabled is None or (enabled.known and enabled.const is True):
+            rc.emit("uses_grad_scaler", True, s.where, "GradScaler created")
+        elif enabled.known and enabled.const is False:
+            rc.emit("uses_grad_scaler", False, s.where, "GradScaler(enabled=False)")
+        else:
+            rc.warn(
+                f"{s.where}: GradScaler enabled at run time ({text(kw_node(s.node, 'enabled'))})"
+            )
+        return
+    if rc.a.main_backward is not None and rc.a.opt_steps:
+        step = rc.a.main_step or rc.a.opt_steps[0]
+        rc.emit(
+            "uses_grad_scaler",
+            False,
+            step.where,
+            "no GradScaler: optimizer steps on unscaled gradients",
+        )
+
+
+def _clip_events(rc: RuleContext) -> list[Event]:
+    return [
+        e
+        for e in rc.a.calls()
+        if apis.last(e.name)
+        in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
+        or e.method in ("clip_grad_norm_", "clip_grad_value_")
+    ]
+
+
+def clipping(rc: RuleContext) -> None:
+    a = rc.a
+    if rc.hf:
+        val, where = rc.hf_arg("max_grad_norm")
+        if val is None:
+            return
+        n = num(val)
+        if "default" in val.taint or "cli" in val.taint:
+            rc.emit(
+                "uses_grad_clipping",
+                True,
+                where,
+                "HF Trainer clips at max_grad_norm=1.0 by default",
+            )
+        elif n is not None:
+            rc.emit("uses_grad_clipping", n > 0, where, f"TrainingArguments(max_grad_norm={n:g})")
+        rc.emit("unscale_before_clip", True, where, "HF Trainer unscales before clipping")
+        rc.emit("clip_inside_no_sync", False, where, "HF Trainer clips after the synchronised step")
+        return
+    clips = _clip_events(rc)
+    step = a.main_step
+    if not clips and rc.ds is not None:
+        return  # gradient_clipping lives in the DeepSpeed config
+    if not clips:
+        opt = rc._main_optimizer()
+        refs = {r for o in a.ddps for r in (o.ref, o.wraps)} | {opt.ref if opt else None}
+        hidden = rc._opaque_touches(refs, a.step_loop)
+        if hidden:
+            rc.warn(
+                f"{hidden[0].where}: {hidden[0].name}() gets the model or optimizer; clipping not decided"
+            )
+            return
+        if a.main_backward is not None and step is not None:
+            rc.emit(
+                "uses_grad_clipping",
+                False,
+                step.where,
+                f"no gradient clipping before {text(step.node)}",
+            )
+        return
+    clip = clips[0]
+    for c in clip.conds():
+        if c.const is not None:  # a command-line switch: only its default is known
+            rc.cli_default("uses_grad_clipping", bool(c.const) == c.branch, clip.where)
+            return
+        if c.const is None and not is_rank_cond(c) and not _structural(rc, c):
+            rc.warn(f"{clip.where}: clipping runs only when {text(c.test)}; not decided")
+            return
+    rc.emit("uses_grad_clipping", True, clip.where, f"gradients clipped ({clip.where})")
+    _unscale(rc, clip)
+    _clip_local(rc, clip)
+
+
+def _structural(rc: RuleContext, c: CondCtx) -> bool:
+    """A condition of the accumulation window (micro-step index), not a config switch."""
+    if _is_accum_cond(rc, c):
+        return True
+    win = rc.a.window
+    if win is None or win.var is None:
+        return False
+    from ddpadvisor.scan.evaluate import free_names
+
+    return win.var in free_names(c.test)
+
+
+def _is_accum_cond(rc: RuleContext, c: CondCtx) -> bool:
+    b = rc.a.accum.boundary
+    return b is not None and c.node is b.node
+
+
+def _unscale(rc: RuleContext, clip: Event) -> None:
+    a = rc.a
+    if clip.recv is not None and clip.recv.kind == V.ACCELERATOR:
+        rc.emit(
+            "unscale_before_clip",
+            True,
+            clip.where,
+            "accelerator.clip_grad_norm_() unscales first",
+        )
+        return
+    scalers = a.objs(V.SCALER)
+    if not scalers:
+        return
+    enabled = scalers[0].kwargs.get("enabled")
+    if (
+        enabled is not None
+        and enabled.known
+        and enabled.const is False
+        and V.ARGDEFAULT not in enabled.taint
+    ):
+        return
+    unscales = [e for e in a.calls("unscale_") if e.seq < clip.seq]
+    if unscales:
+        rc.emit(
+            "unscale_before_clip", True, unscales[-1].where, "scaler.unscale_() before clipping"
+        )
+    else:
+        rc.emit(
+            "unscale_before_clip",
+            False,
+            clip.where,
+            f"clip_grad_norm_ on scaled gradients: no scaler.unscale_() before it ({clip.where})",
+        )
+
+
+def _clip_local(rc: RuleContext, clip: Event) -> None:
+    a = rc.a
+    fact = "clip_inside_no_sync"
+    # FSDP2's ``fully_shard`` keeps gradients as DTensors, whose norm torch.nn.utils
+    # reduces across shards (https://github.com/meta-pytorch/torchtune/issues/2169); FSDP1's
+    # flat shards need the wrapper's own clip_grad_norm_.
+    sharded = any(apis.last(o.canon) != "fully_shard" for o in a.fsdps) or any(
+        o.extra.get("deepspeed") or o.extra.get("zero") for o in a.objects.values()
+    )
+    if sharded and clip.name.startswith("torch.nn.utils"):
+        rc.emit(
+            fact,
+            True,
+            clip.where,
+            "torch.nn.utils.clip_grad_norm_ on sharded gradients measures a shard's norm",
+        )
+        return
+    if any(w.kind == V.CTX_NO_SYNC and w.cond is None for w in clip.withs()):
+        rc.emit(
+            fact,
+            True,
+            clip.where,
+            f"clip_grad_norm_ inside no_sync() ({clip.where}): ranks clip local gradients",
+        )
+        return
+    win = a.window
+    uses_no_sync = bool(a.calls("no_sync") or a.flag_events)
+    if win is not None and uses_no_sync and a.in_window(clip, win):
+        fwds = [f for f in a.train_forwards if a.in_window(f, win) and f.seq < clip.seq]
+        for i in win.indices:
+            if a.runs_at(clip, i, win) is not True:
+                continue
+            for f in fwds:
+                if a.runs_at(f, i, win) and a.synced_at(f, i, win)[0] is False:
+                    rc.emit(
+                        fact,
+                        True,
+                        clip.where,
+                        f"clip_grad_norm_ runs on micro-steps that skip gradient sync ({clip.where})",
+                    )
+                    return
+    rc.emit(fact, False, clip.where, "clipping after the synchronising backward")

@@ -1,0 +1,388 @@
+"""Whether the replicas stay identical: wrap order, rank-conditional changes, batch norm and
+buffers (kb/causes/replicas.yaml)."""
+
+from __future__ import annotations
+
+import ast
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import recv_text
+from ddpadvisor.scan.interp import ClassInfo
+from ddpadvisor.scan.rules.base import (
+    RuleContext,
+    cli_switched,
+    exclusive,
+    is_rank_cond,
+)
+from ddpadvisor.scan.values import Obj, Val
+
+
+def lora_and_wrap_order(rc: RuleContext) -> None:
+    a = rc.a
+    lora = rc._lora_evidence()
+    models = _trained_models(rc)
+    if lora:
+        rc.emit("uses_lora", True, lora[0], f"LoRA / PEFT adapters ({lora[0]})")
+    elif models:
+        rc.emit("uses_lora", False, models[0].where, "no LoRA / PEFT adapters")
+    fact = "module_created_after_wrap"
+    if rc.hf:
+        tr = rc.trainer()
+        peft_after = [
+            o
+            for o in a.objects.values()
+            if o.extra.get("peft") and tr is not None and o.extra["peft"] > tr.seq
+        ]
+        if not peft_after:
+            rc.emit(
+                fact,
+                False,
+                tr.where if tr else "",
+                "the Trainer wraps the model after the adapters exist",
+            )
+        return
+    if not a.ddps:
+        return
+    for ddp in a.ddps:
+        refs = {ddp.ref, ddp.wraps}
+        hit = _created_after(rc, ddp, refs)
+        if hit is None and a.main_backward is None:
+            return  # training happens in code the scan cannot see
+        if hit is not None:
+            where, what = hit
+            rc.emit(
+                fact,
+                True,
+                where,
+                f"{what} after the DDP wrap at {ddp.where}: DDP never syncs it",
+            )
+            return
+    rc.emit(
+        fact,
+        False,
+        a.ddps[0].where,
+        "no modules or trainable parameters added after the DDP wrap",
+    )
+
+
+def _created_after(rc: RuleContext, ddp: Obj, refs: set[int | None]) -> tuple[str, str] | None:
+    a = rc.a
+    for o in a.objects.values():
+        if o.ref in refs:
+            for key, what in (
+                ("peft", "adapters injected (get_peft_model)"),
+                ("syncbn", "SyncBatchNorm conversion"),
+            ):
+                seq = o.extra.get(key)
+                if seq is not None and seq > ddp.seq:
+                    ev = a.by_seq.get(seq)
+                    return (ev.where if ev else o.where), what
+    wrap = a.by_seq.get(ddp.seq)
+    for e in a.events:
+        if e.seq <= ddp.seq:
+            continue
+        if wrap is not None and exclusive(e, wrap):
+            continue  # the other branch of the if that wraps (e.g. DataParallel in an elif)
+        recv = e.recv
+        if e.kind == "call":
+            target = (
+                recv
+                if recv is not None and recv.kind in (V.MODEL, V.DDP, V.DDP_MODULE)
+                else (e.args[0] if e.args else None)
+            )
+            name = e.method or apis.last(e.name)
+            if name in apis.INJECTORS and target is not None and target.ref in refs:
+                return e.where, f"{name}()"
+            if (
+                name == "setattr"
+                and e.args
+                and e.args[0].ref in refs
+                and len(e.args) > 2
+                and e.args[2].kind in (V.MODEL, "new_param")
+            ):
+                return e.where, "module attached with setattr"
+            if (
+                name == "requires_grad_"
+                and recv is not None
+                and recv.kind in (V.PARAMS, V.MODEL, V.DDP_MODULE)
+                and recv.ref in refs
+            ):
+                arg = e.args[0] if e.args else Val(const=True)
+                if arg.known and arg.const is True:
+                    return e.where, "parameters unfrozen (requires_grad_)"
+        elif e.kind == "assign" and recv is not None and recv.ref in refs:
+            value = e.value
+            if (
+                e.attr == "requires_grad"
+                and recv.kind == V.PARAMS
+                and value is not None
+                and value.known
+                and value.const is True
+            ):
+                return e.where, "parameters unfrozen (requires_grad = True)"
+            if recv.kind in (V.MODEL, V.DDP_MODULE, V.DDP) and value is not None:
+                vobj = rc.obj(value)
+                if value.kind == "new_param" or (
+                    value.kind == V.MODEL and vobj is not None and vobj.seq > ddp.seq
+                ):
+                    return e.where, f"module assigned to {e.target}"
+    return None
+
+
+def rank_conditional(rc: RuleContext) -> None:
+    a = rc.a
+    fact = "rank_conditional_state_change"
+    if rc.hf:
+        rc.emit(fact, False, "", "HF Trainer loads checkpoints on every rank")
+        return
+    if not a.ddps:
+        return
+    ddp_seq = min(o.seq for o in a.ddps)
+    model_refs = {r for o in a.ddps for r in (o.ref, o.wraps)}
+    broadcasts = [
+        e
+        for e in a.calls()
+        if apis.last(e.name)
+        in ("broadcast", "broadcast_object_list", "_sync_module_states", "sync_module_states")
+    ]
+    found = False
+    for e in a.events:
+        if not any(is_rank_cond(c) for c in e.ctx):
+            continue
+        recv = e.recv
+        name = e.method or apis.last(e.name)
+        what = None
+        if e.kind == "call" and name in apis.STATE_LOADERS and recv is not None:
+            if recv.kind in (V.OPTIMIZER, V.SCALER, V.SCHEDULER):
+                what = f"{recv_text(e) or recv.kind} state loaded on some ranks only"
+            elif (
+                recv.kind in (V.MODEL, V.DDP, V.DDP_MODULE)
+                and e.seq > ddp_seq
+                and recv.ref in model_refs
+            ):
+                what = "weights loaded on some ranks only, after the DDP wrap"
+            elif recv.kind == V.ACCELERATOR:
+                what = "accelerator state loaded on some ranks only"
+        elif e.kind == "call" and name in ("set_peft_model_state_dict",) and e.seq > ddp_seq:
+            what = "adapter weights loaded on some ranks only"
+        elif (
+            e.kind == "call"
+            and e.seq > ddp_seq
+            and name in apis.PARAM_INPLACE
+            and recv is not None
+            and recv.kind in (V.PARAMS, V.MODEL, V.DDP_MODULE)
+            and recv.ref in model_refs
+        ):
+            what = f"parameters changed in place ({name}) on some ranks only"
+        elif (
+            e.kind == "call"
+            and e.seq > ddp_seq
+            and e.name.startswith("torch.nn.init.")
+            and e.args
+            and e.args[0].kind == V.PARAMS
+            and e.args[0].ref in model_refs
+        ):
+            what = "parameters re-initialised on some ranks only"
+        elif (
+            e.kind == "assign"
+            and e.seq > ddp_seq
+            and e.attr == "data"
+            and recv is not None
+            and recv.kind == V.PARAMS
+            and recv.ref in model_refs
+        ):
+            what = "parameter data replaced on some ranks only"
+        if what is None:
+            continue
+        if any(bc.seq > e.seq for bc in broadcasts):
+            rc.warn(f"{e.where}: {what}, but a broadcast follows; assumed re-synchronised")
+            continue
+        rc.emit(fact, True, e.where, f"{what} ({e.where}); DDP never re-broadcasts them")
+        found = True
+    if found or a.main_backward is None:
+        return
+    rc.emit(
+        fact,
+        False,
+        a.ddps[0].where,
+        "no state loaded or changed on a subset of ranks after wrapping",
+    )
+
+
+def _trained_models(rc: RuleContext) -> list[Obj]:
+    """The models being trained, when every one of them is built in visible code."""
+    a = rc.a
+    if rc.hf:
+        tr = rc.trainer()
+        m = rc.obj(tr.kwargs.get("model")) if tr else None
+        models = [m] if m is not None else []
+    else:
+        models = [rc.walk.objects[o.wraps] for o in a.ddps if o.wraps in rc.walk.objects]
+    if not models or any(m.canon == "unknown-model" for m in models):
+        return []
+    return models
+
+
+def batchnorm(rc: RuleContext) -> None:
+    a = rc.a
+    bn: list[str] = []
+    for o in a.objs(V.MODEL):
+        if o.extra.get("nn") in apis.BN_CLASSES:
+            bn.append(o.where)
+        arch = o.extra.get("arch")
+        if isinstance(arch, str) and arch.lower().startswith(apis.BN_MODEL_PREFIXES):
+            bn.append(o.where)
+    syncbn = [o.extra["syncbn"] for o in a.objects.values() if o.extra.get("syncbn")]
+    syncbn_ctor = [e for e in a.calls() if apis.last(e.name) == "SyncBatchNorm"]
+    if bn:
+        rc.emit("has_batchnorm", True, bn[0], f"BatchNorm layers ({bn[0]})")
+    elif _model_known_without_bn(rc):
+        models = [o for o in a.objs(V.MODEL) if o.wrapped_by] or a.objs(V.MODEL)
+        rc.emit(
+            "has_batchnorm",
+            False,
+            models[0].where if models else "",
+            "no BatchNorm in the model",
+        )
+    if syncbn or syncbn_ctor:
+        events = [a.by_seq[s] for s in syncbn if s in a.by_seq] + syncbn_ctor
+        where = events[0].where if events else ""
+        if events and all(cli_switched(e) for e in events):
+            # ``if args.sync_bn: convert_sync_batchnorm(...)``: the run's flags decide.
+            rc.warn(f"{where}: SyncBatchNorm conversion depends on a command-line switch")
+            return
+        rc.emit("uses_syncbn", True, where, "converted to SyncBatchNorm")
+    elif bn and (a.ddps or rc.hf):
+        where = a.ddps[0].where if a.ddps else bn[0]
+        rc.emit(
+            "uses_syncbn",
+            False,
+            where,
+            f"BatchNorm not converted to SyncBatchNorm before the DDP wrap ({where})",
+        )
+
+
+def _model_known_without_bn(rc: RuleContext) -> bool:
+    a = rc.a
+    models = [rc.walk.objects[o.wraps] for o in a.ddps if o.wraps in rc.walk.objects]
+    if not models:
+        if rc.hf:
+            tr = rc.trainer()
+            m = rc.obj(tr.kwargs.get("model")) if tr else None
+            models = [m] if m is not None else []
+        else:
+            return False
+    for m in models:
+        if m.canon == "unknown-model":
+            return False
+        hf = m.extra.get("hf_class")
+        arch = m.extra.get("arch")
+        if hf is not None:
+            if (
+                not any(h in hf for h in apis.HF_TEXT_MODEL_HINTS)
+                and hf.startswith("AutoModel")
+                and hf != "AutoModelForCausalLM"
+            ):
+                return False
+            continue
+        if arch is not None:
+            if not str(arch).lower().startswith(apis.NO_BN_MODEL_PREFIXES):
+                return False
+            continue
+        if m.canon.startswith("local:"):
+            info = rc._class_of(m)
+            if info is None or not _class_tree_known(rc, info, set()):
+                return False
+            continue
+        if not m.canon.startswith("torch.nn."):
+            return False
+    return True
+
+
+def _class_calls(rc: RuleContext, info: ClassInfo) -> list[tuple[ast.Call, str]]:
+    if rc._by_class is None:
+        rc._by_class = {}
+        modules = [rc.walk.sources.main, *rc.walk.sources.modules.values()]
+        for m in modules:
+            for call, name, cls in m.index.calls:
+                if cls is not None:
+                    rc._by_class.setdefault(id(cls), []).append((call, name))
+    return rc._by_class.get(id(info.node), [])
+
+
+def _class_tree_known(rc: RuleContext, info: ClassInfo, seen: set[int]) -> bool:
+    """Every sub-module the class builds is from torch.nn or another local class."""
+    if id(info) in seen:
+        return True
+    seen.add(id(info))
+    glob = info.scope.globals
+    for cls in info.mro():
+        for _call, name in _class_calls(rc, cls):
+            if not name:
+                continue
+            head = name.split(".")[0]
+            val = glob.get(head)
+            canon = (
+                (val.canon or "") + name[len(head) :]
+                if val is not None and val.kind == "symbol"
+                else ""
+            )
+            if val is not None and val.kind == "class" and isinstance(val.const, ClassInfo):
+                if val.const.object_kind() == V.MODEL and not _class_tree_known(
+                    rc, val.const, seen
+                ):
+                    return False
+                continue
+            last = apis.last(name)
+            if not last[:1].isupper():
+                continue
+            if canon.startswith("torch.nn.") or name.startswith("nn."):
+                continue
+            if canon and not canon.startswith(
+                ("torch", "math", "dataclasses", "collections", "typing")
+            ):
+                return False
+    return True
+
+
+def broadcast_buffers(rc: RuleContext) -> None:
+    fact = "broadcast_buffers_disabled"
+    if rc.hf:
+        val, where = rc.hf_arg("ddp_broadcast_buffers")
+        if val is not None and val.known and val.const is not None:
+            rc.emit(
+                fact,
+                val.const is False,
+                where,
+                f"TrainingArguments(ddp_broadcast_buffers={val.const})",
+            )
+        return
+    for e in rc.a.calls():
+        if apis.last(e.name) == "DistributedDataParallelKwargs":
+            bb = e.kwargs.get("broadcast_buffers")
+            if bb is not None and bb.known:
+                rc.emit(
+                    fact,
+                    bb.const is False,
+                    e.where,
+                    f"DistributedDataParallelKwargs(broadcast_buffers={bb.const})",
+                )
+                return
+    for o in rc.a.ddps:
+        if o.extra.get("accelerate") or o.extra.get("deepspeed"):
+            continue
+        bb = o.kwargs.get("broadcast_buffers")
+        if bb is None:
+            rc.emit(fact, False, o.where, "DDP keeps the default broadcast_buffers=True")
+        elif bb.known:
+            if bb.const is False:
+                rc.emit(
+                    fact,
+                    True,
+                    o.where,
+                    f"DDP(broadcast_buffers=False) at {o.where}: buffers drift per rank",
+                )
+            else:
+                rc.emit(fact, False, o.where, "DDP(broadcast_buffers=True)")
+        return

@@ -1,0 +1,137 @@
+"""Which framework drives the step, torch.compile and sharded wrappers (kb/causes/runtime.yaml)."""
+
+from __future__ import annotations
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import recv_text, text
+from ddpadvisor.scan.rules.base import (
+    RuleContext,
+    const,
+    is_rank_cond,
+)
+from ddpadvisor.scan.values import Obj
+
+
+def framework_note(rc: RuleContext) -> None:
+    if rc.hf:
+        tr = rc.trainer()
+        rc.warn(
+            f"{tr.where if tr else rc.label}: HF Trainer script: data sharding, set_epoch, "
+            "accumulation and gradient sync are handled by the framework"
+        )
+    elif rc.acc:
+        acc = rc.a.objs(V.ACCELERATOR)[0]
+        rc.warn(
+            f"{acc.where}: accelerate script: accelerator.prepare() shards the data and "
+            "accelerator.accumulate() handles gradient sync"
+        )
+
+
+def compile(rc: RuleContext) -> None:
+    fact = "uses_torch_compile"
+    if rc.hf:
+        val, where = rc.hf_arg("torch_compile")
+        if val is not None and (val.known or "default" in val.taint):
+            rc.emit(fact, const(val) is True, where, "TrainingArguments(torch_compile=…)")
+        return
+    compiles = [
+        e
+        for e in rc.a.calls()
+        if (apis.last(e.name) == "compile" and e.name.startswith("torch"))
+        or (e.method == "compile" and e.recv is not None and e.recv.kind in (V.MODEL, V.DDP))
+    ]
+    if not compiles:
+        if rc.a.main_backward is not None:
+            where = rc.a.ddps[0].where if rc.a.ddps else rc.a.main_backward.where
+            rc.emit(fact, False, where, "torch.compile is not used")
+        return
+    c = compiles[0]
+    for cond in c.conds():
+        if cond.const is not None:  # a command-line switch: only its default is known
+            rc.cli_default(fact, bool(cond.const) == cond.branch, c.where)
+            return
+        if cond.const is None and not is_rank_cond(cond):
+            rc.warn(f"{c.where}: torch.compile only when {text(cond.test)}; not decided")
+            return
+    order = ""
+    target = c.args[0] if c.args else c.recv
+    if target is not None and target.kind == V.DDP:
+        order = "; compiles the DDP-wrapped model"
+    elif rc.a.ddps:
+        first = rc.a.ddps[0]
+        order = (
+            "; compiled before DDP wraps it"
+            if c.seq < first.seq
+            else "; compiled after the DDP wrap"
+        )
+    rc.emit(fact, True, c.where, f"torch.compile used ({c.where}){order}")
+
+
+def loop_kind(rc: RuleContext) -> None:
+    a = rc.a
+    fact = "hand_written_loop"
+    if rc.hf:
+        tr = rc.trainer()
+        rc.emit(fact, False, tr.where if tr else "", "the HF Trainer runs the training loop")
+        return
+    if rc.acc:
+        acc = a.objs(V.ACCELERATOR)[0]
+        rc.emit(fact, False, acc.where, "the loop runs through accelerate")
+        return
+    if any(o.extra.get("deepspeed") for o in a.ddps):
+        ds = next(o for o in a.ddps if o.extra.get("deepspeed"))
+        rc.emit(fact, False, ds.where, "the DeepSpeed engine runs backward and step")
+        return
+    fits = [
+        e
+        for e in a.calls("fit")
+        if "lightning" in e.name.lower()
+        or (e.recv is not None and e.recv.kind is None and "trainer" in recv_text(e).lower())
+    ]
+    if fits:
+        rc.emit(fact, False, fits[0].where, "a Lightning Trainer runs the loop")
+        return
+    b = a.main_backward
+    if b is not None and (a.ddps or a.fsdps):
+        rc.emit(fact, True, b.where, f"hand-written loop: backward() at {b.where}")
+
+
+def sharding_framework(rc: RuleContext) -> None:
+    a = rc.a
+    fact = "uses_fsdp_or_zero"
+    if rc.hf:
+        for key in ("fsdp", "deepspeed"):
+            val, where = rc.hf_arg(key)
+            if val is not None and val.known and val.const not in (None, "", False):
+                rc.emit(fact, True, where, f"TrainingArguments({key}=…)")
+                return
+        val, where = rc.hf_arg("fsdp")
+        if val is not None and ("default" in val.taint or val.known):
+            rc.emit(fact, False, where, "TrainingArguments without fsdp/deepspeed")
+        return
+    ds = rc.ds
+    if ds is not None:
+        stage = _zero_stage(ds)
+        if stage is None:
+            rc.warn(f"{ds.where}: DeepSpeed ZeRO stage comes from its config file; not decided")
+        else:
+            rc.emit(fact, stage > 0, ds.where, f"DeepSpeed ZeRO stage {stage}")
+        return
+    hits = [o for o in a.objects.values() if o.kind == V.FSDP or o.extra.get("zero")]
+    if hits:
+        o = hits[0]
+        rc.emit(fact, True, o.where, f"sharded training ({apis.last(o.canon)})")
+    elif a.ddps:
+        rc.emit(fact, False, a.ddps[0].where, "plain DistributedDataParallel")
+
+
+def _zero_stage(ds: Obj) -> int | None:
+    config = ds.kwargs.get("config") or ds.kwargs.get("config_params")
+    zero = config.get("zero_optimization") if config is not None else None
+    stage = zero.get("stage") if zero is not None else None
+    if stage is not None and stage.known and isinstance(stage.const, int):
+        return stage.const
+    if config is not None and config.mapping is not None and zero is None:
+        return 0  # a literal config without zero_optimization
+    return None
