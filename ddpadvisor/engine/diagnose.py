@@ -79,6 +79,7 @@ class Engine:
     def __init__(self, kb: KnowledgeBase, model: CompiledModel | None = None):
         self.kb = kb
         self.model = model or load_model(kb)
+        self.cause_index = {c: i for i, c in enumerate(self.model.causes)}
         # Facts each cause is linked to (directly or through a mechanism).
         self.cause_facts: dict[str, set[str]] = {}
         for fid, table in self.model.facts.items():
