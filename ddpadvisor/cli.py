@@ -161,9 +161,8 @@ def _sources(args: argparse.Namespace) -> Sources:
 
 
 def run_diagnosis(args: argparse.Namespace) -> tuple[Diagnosis, bool]:
-    from ddpadvisor.service import diagnose, load_engine
-
     from ddpadvisor.i18n import detect
+    from ddpadvisor.service import diagnose, load_engine
 
     engine = load_engine(args.kb_dirs)
     gpu = {"yes": True, "no": False}.get(args.gpu)

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ddpadvisor import __version__
-from ddpadvisor.i18n import Lang, t, text, value_label
 from ddpadvisor.engine.infer import Posterior, expected_gain, posterior
 from ddpadvisor.engine.model import CATCH_ALL, CompiledModel, load_model
+from ddpadvisor.i18n import Lang, t, text, value_label
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import classify

@@ -33,10 +33,10 @@ def wrap(text: str, width: int = WIDTH, indent: str = "", subsequent: str = "   
     """Greedy wrap by cells: spaces break lines, and so does any CJK character."""
     tokens: list[str] = []
     for tok in _TOKEN.findall(text):
-        if tokens and not tokens[-1].isspace() and not tok.isspace():
-            if tok[0] in _CLOSING or tokens[-1][-1] in _OPENING:
-                tokens[-1] += tok
-                continue
+        glue = tokens and not tokens[-1].isspace() and not tok.isspace()
+        if glue and (tok[0] in _CLOSING or tokens[-1][-1] in _OPENING):
+            tokens[-1] += tok
+            continue
         tokens.append(tok)
     lines: list[str] = []
     cur, cur_w = indent, cells(indent)
