@@ -99,15 +99,8 @@ def _show(value: object, lang: Lang) -> str:
 
 
 def _join(text: str, lang: Lang) -> str:
-    """A folded YAML paragraph on one line (Chinese needs no spaces where lines were cut)."""
-    if lang == "en":
-        return " ".join(text.split())
-    parts = text.split()
-    out = parts[0] if parts else ""
-    for part in parts[1:]:
-        wide = cells(out[-1]) == 2 or cells(part[0]) == 2
-        out += part if wide else " " + part
-    return out
+    """A folded YAML paragraph on one line (translations are written on one line already)."""
+    return " ".join(text.split())
 
 
 def render_text(d: Diagnosis, *, top: int = 5) -> str:
