@@ -70,9 +70,9 @@ def _wrapper(lang: Lang):  # type: ignore[no-untyped-def]
         w = textwrap.TextWrapper(width=WIDTH, subsequent_indent="      ")
         return w.wrap
 
-    def wrap_zh(s: str) -> list[str]:
+    def wrap_zh(s: str, subsequent: str = "      ") -> list[str]:
         body = s.lstrip(" ")
-        return wrap(body, WIDTH, indent=s[: len(s) - len(body)])
+        return wrap(body, WIDTH, indent=s[: len(s) - len(body)], subsequent=subsequent)
 
     return wrap_zh
 
@@ -103,6 +103,12 @@ def _join(text: str, lang: Lang) -> str:
     return " ".join(text.split())
 
 
+def _label(msg: str, lang: Lang) -> str:
+    """A label and what separates it from its value (a full-width colon needs no space)."""
+    label = t(msg, lang)
+    return label if label.endswith("：") else label + " "
+
+
 def render_text(d: Diagnosis, *, top: int = 5) -> str:
     lang = d.lang
     wrap_ = _wrapper(lang)
@@ -122,15 +128,15 @@ def render_text(d: Diagnosis, *, top: int = 5) -> str:
         for fix in lead.fixes:
             lines += ["", t("Fix: {title}", lang, title=fix.title)]
             for step in fix.steps:
-                lines.extend(wrap_(f"  - {step}") if lang != "en" else [f"  - {step}"])
+                lines.extend(wrap_(f"  - {step}", "    ") if lang != "en" else [f"  - {step}"])
             if fix.code:
                 if fix.code.before:
                     lines.append("  " + t("before:", lang))
                     lines.extend("    " + ln for ln in fix.code.before.rstrip().splitlines())
                 lines.append("  " + t("after:", lang))
                 lines.extend("    " + ln for ln in fix.code.after.rstrip().splitlines())
-            lines.append(f"  {t('verify:', lang)} {fix.verify.command}")
-            lines.extend(wrap_(f"  {t('expect:', lang)} {fix.verify.expect}"))
+            lines.append(f"  {_label('verify:', lang)}{fix.verify.command}")
+            lines.extend(wrap_(f"  {_label('expect:', lang)}{fix.verify.expect}"))
     if d.next_questions:
         lines += ["", t("Most informative next steps:", lang)]
         for q in d.next_questions[:5]:
@@ -181,7 +187,7 @@ def render_markdown(d: Diagnosis, *, top: int = 5) -> str:
                 if fix.code.before:
                     md += ["", t("Before:", lang), "```python", fix.code.before.rstrip(), "```"]
                 md += ["", t("After:", lang), "```python", fix.code.after.rstrip(), "```"]
-            md += ["", f"{t('Verify:', lang)} `{fix.verify.command}` — {fix.verify.expect}", ""]
+            md += ["", f"{_label('Verify:', lang)}`{fix.verify.command}` — {fix.verify.expect}", ""]
         if c.references:
             md.append(t("References:", lang) + " " + ", ".join(c.references))
     if d.next_questions:
