@@ -63,8 +63,8 @@ def run_all(engine: Engine) -> list[Outcome]:
 
 def untranslated_in(engine: Engine, lang: Lang) -> list[str]:
     """Build every rule test's diagnosis in ``lang`` and name, once each, the entries it shows
-    (the top causes, their fixes, the next questions, the judged claims) that would fall back
-    to English."""
+    or names (its top causes and the causes it expects, their fixes, the next questions, the
+    judged claims) that would fall back to English."""
     kb = engine.kb
     seen: set[tuple[str, str]] = set()
     out = []
@@ -75,11 +75,14 @@ def untranslated_in(engine: Engine, lang: Lang) -> list[str]:
             if value is not None:
                 obs.append(Observation(fact=fid, value=value, source="answer", where=str(origin)))
         d = engine.diagnose(obs, top=3, lang=lang)
+        named = [test.expect_top or "", *test.expect_in_top, *test.expect_not_top]
+        named += [c for pair in test.expect_below for c in pair]
+        causes = [c.id for c in d.causes if not c.catch_all]
+        causes += [r for r in (kb.resolve_cause(c) for c in named) if r and r not in causes]
         shown: list[tuple[str, str]] = []
-        for c in d.causes:
-            if not c.catch_all:
-                shown.append(("causes", c.id))
-                shown.extend(("fixes", f.id) for f in c.fixes)
+        for cid in causes:
+            shown.append(("causes", cid))
+            shown.extend(("fixes", f) for f in kb.causes[cid].fixes if f in kb.fixes)
         shown.extend(("facts", q.fact) for q in d.next_questions)
         shown.extend(("claims", cl.id) for cl in d.claims)
         for kind, id_ in shown:
