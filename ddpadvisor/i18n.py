@@ -212,6 +212,28 @@ ZH: dict[str, str] = {
     "Export": "导出",
     "Cancel/close": "取消/关闭",
     "中文": "English",
+    "l: 中文": "l: English",
+    "Export the session": "导出会话",
+    "Fixes · Enter opens one": "修复 · 回车打开",
+    "No fix: this is not a fault to repair.": "没有修复：这不是需要修的故障。",
+    "Before": "修改前",
+    "After": "修改后",
+    "Verify (c copies the command)": "验证（按 c 复制命令）",
+    "Expect: ": "预期：",
+    "Shown by: ": "实验：",
+    "Causes & fixes": "原因与修复",
+    "Type a file name.": "请输入文件名。",
+    "all probes": "全部探针",
+    "probe {names} on {n} ranks": "在 {n} 个 rank 上运行探针 {names}",
+    "trace {script} on {n} ranks": "在 {n} 个 rank 上 trace {script}",
+    "starting…": "正在启动…",
+    "failed": "失败",
+    "done": "完成",
+    "cancelled": "已取消",
+    "crashed: ": "崩溃：",
+    " · nothing was added to the evidence": " · 没有向证据中添加任何内容",
+    "MISMATCH": "不一致",
+    "ok": "正常",
     # TUI: diagnose screen
     "Settled on {cause}": "结论：{cause}",
     "{fact} comes from {source} ({where}); a measured or scanned value wins over an answer.": (
@@ -223,7 +245,6 @@ ZH: dict[str, str] = {
     "ranking": "排序",
     "why": "原因分析",
     "history": "历史",
-    "Language: English": "语言：English",
     "Loaded {count} facts from {name}": "已从 {name} 加载 {count} 项事实",
     "Choose 'Trace my training script now' and give its path.": (
         "请选择“现在 trace 我的训练脚本”，并给出脚本路径。"
@@ -233,7 +254,7 @@ ZH: dict[str, str] = {
     "No question is worth asking any more. ": "已经没有值得再问的问题了。",
     " shows the results and fixes, ": " 查看结果和修复，",
     " adds evidence.": " 添加证据。",
-    "{settled} · more answers are optional": "{settled} · 可以继续回答，但不是必须",
+    "{settled} · more answers are optional": "{settled} · 其余问题可选",
     "Run probe '{probe}' now": "现在运行探针 '{probe}'",
     "Trace my training script": "trace 我的训练脚本",
     "Skip: ask something else": "跳过：换个问题",
@@ -251,7 +272,7 @@ ZH: dict[str, str] = {
     " · {gain} bits": " · {gain} bit",
     # TUI: summary bar
     "· most likely ": "· 最可能 ",
-    "· {facts} facts, {answered} answered here · ": "· {facts} 项事实，本次回答 {answered} 项 · ",
+    "· {facts} facts, {answered} answered here · ": "· {facts} 项事实，本次答 {answered} · ",
     "settled": "已定",
     "asking": "询问中",
     " · {n} warnings": " · {n} 条警告",
@@ -268,6 +289,7 @@ ZH: dict[str, str] = {
     "Mechanism": "机理",
     # TUI: claims, history
     "Forum advice: {counts}": "论坛建议：{counts}",
+    ", ": "，",
     "none bears on this evidence yet": "暂无与现有证据相关的",
     "{n} refuted": "{n} 条不成立",
     "{n} confirmed": "{n} 条已证实",
@@ -304,20 +326,12 @@ ZH: dict[str, str] = {
         "文件名以 .json 结尾时保存 --json 文档（之后可用 o 重新加载）；"
         "其他文件名保存为 Markdown 报告。回车保存。"
     ),
-    "Save the session": "保存会话",
-    "Markdown report": "Markdown 报告",
-    "JSON document": "JSON 文档",
     "Saved {fmt} to {path}": "已将 {fmt} 保存到 {path}",
     "Copied: {command}": "已复制：{command}",
     "This fix has no code.": "这个修复没有代码。",
     "Copied the fixed code.": "已复制修复后的代码。",
     "Fix for {cause}": "{cause} 的修复",
-    "Steps": "步骤",
-    "Code before": "修改前的代码",
-    "Code after": "修改后的代码",
     "Verify": "验证",
-    "Expect": "预期",
-    "Evidence": "证据",
     "fact": "事实",
     "value": "值",
     "where": "位置",
@@ -333,9 +347,9 @@ ZH: dict[str, str] = {
     "{title}: no data in this trace": "{title}：这份 trace 里没有数据",
     "{title}: too small to draw": "{title}：空间太小，画不下",
     "No trace loaded. Trace your script (t on the question screen, or "
-    "o to load a trace folder) to see per-rank loss, GradScaler scale and grad norm.": (
-        "尚未加载 trace。trace 你的脚本（在提问界面按 t，或按 o 加载 trace 目录），"
-        "即可查看各 rank 的 loss、GradScaler scale 和梯度范数。"
+    "'ddpadvisor trace --out DIR -- train.py'), then load the folder with o.": (
+        "还没有加载 trace。先 trace 你的脚本（在提问界面按 t，或运行 "
+        "'ddpadvisor trace --out DIR -- train.py'），再按 o 加载生成的目录。"
     ),
     "trace {name}: {ranks} ranks{skipped}": "trace {name}：{ranks} 个 rank{skipped}",
     " · {n} unreadable lines skipped": " · 跳过 {n} 行无法读取的内容",
@@ -344,6 +358,4 @@ ZH: dict[str, str] = {
     "result": "结果",
     "no facts": "没有事实",
     " · measured {n}: {facts}": " · 测得 {n} 项：{facts}",
-    "Fixes (Enter or 1-9 opens one)": "修复（回车或 1-9 打开）",
-    "No fix is catalogued for this cause.": "这个原因没有收录修复。",
 }

@@ -5,20 +5,31 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
+from ddpadvisor.i18n import t
 from ddpadvisor.report.models import Diagnosis
 
 
 def summary_content(diagnosis: Diagnosis, answered: int) -> Content:
     lead = diagnosis.causes[0]
-    state = ("settled", "bold $text-success") if diagnosis.done else ("asking", "$text-warning")
+    state = (
+        (t("settled"), "bold $text-success") if diagnosis.done else (t("asking"), "$text-warning")
+    )
+    warnings = t(" · {n} warnings", n=len(diagnosis.warnings)) if diagnosis.warnings else ""
     return Content.assemble(
         ("ddpadvisor ", "bold $text-accent"),
-        ("· most likely ", "$text-muted"),
+        (t("· most likely "), "$text-muted"),
         (lead.id, "bold"),
         f" {lead.score:.0%} ",
-        (f"· {len(diagnosis.facts)} facts, {answered} answered here · ", "$text-muted"),
+        (
+            t(
+                "· {facts} facts, {answered} answered here · ",
+                facts=len(diagnosis.facts),
+                answered=answered,
+            ),
+            "$text-muted",
+        ),
         state,
-        (f" · {len(diagnosis.warnings)} warnings" if diagnosis.warnings else "", "$text-warning"),
+        (warnings, "$text-warning"),
     )
 
 
