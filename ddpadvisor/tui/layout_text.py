@@ -53,6 +53,8 @@ def _breaks(plain: str, width: int) -> list[tuple[int, int]]:
             while cut < end and room + cell_len(plain[cut]) <= width:
                 room += cell_len(plain[cut])
                 cut += 1
+            if cut < end and plain[cut] in _CLOSING and cut - start > 1:
+                cut -= 1  # never open the next line on closing punctuation
             cut = max(cut, start + 1)
             lines.append((start, cut))
             start = cut

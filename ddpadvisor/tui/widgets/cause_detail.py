@@ -45,7 +45,7 @@ class CauseDetail(VerticalScroll):
                     Content.assemble(
                         (f"{i} ", "bold $text-accent"),
                         fix.title,
-                        (f"  ({fix.cost})", "$text-muted"),
+                        (t("  ({cost})", cost=t(fix.cost)), "$text-muted"),
                     ),
                     id=fix.id,
                 )
