@@ -95,9 +95,12 @@ def untranslated(entry: Any, lang: Lang = "zh") -> list[str]:
 
 
 def value_label(value: object, lang: Lang | None = None) -> str:
-    """How a fact's value reads: booleans as yes/no words, anything else as written."""
+    """How a fact's value reads: true/false in English (as typed on the command line), 是/否
+    in Chinese; anything else as written."""
+    lang = _current if lang is None else lang
     if isinstance(value, bool):
-        return t("yes" if value else "no", lang)
+        english = "true" if value else "false"
+        return english if lang == "en" else t("yes" if value else "no", lang)
     return str(value)
 
 
