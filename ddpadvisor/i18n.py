@@ -281,6 +281,7 @@ ZH: dict[str, str] = {
     # TUI: summary bar
     "· most likely ": "· 最可能 ",
     "· {facts} facts, {answered} answered here · ": "· {facts} 项事实，本次答 {answered} · ",
+    "· {facts} facts · ": "· {facts} 项事实 · ",
     "settled": "已定",
     "asking": "询问中",
     " · {n} warnings": " · {n} 条警告",

@@ -220,3 +220,20 @@ def test_hang_and_pad_measure_cells() -> None:
     assert len(lines) > 1 and all(cell_len(ln) <= 30 for ln in lines)
     assert all(ln.startswith(" " * head.cell_length) for ln in lines[1:])
     assert cell_len(pad("不成立", 9)) == 9 and cell_len(pad("REFUTED", 9)) == 9
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_summary_line_keeps_its_state_when_narrow(lang: str) -> None:
+    from ddpadvisor.i18n import set_current, t
+    from ddpadvisor.tui.widgets.summary import summary_content
+
+    set_current(lang)  # type: ignore[arg-type]
+    try:
+        session = Session(fixture_engine(), lang=lang)  # type: ignore[arg-type]
+        full = summary_content(session.current, 12)
+        narrow = summary_content(session.current, 12, width=full.cell_length - 1)
+        assert narrow.cell_length < full.cell_length
+        assert narrow.plain.endswith(t("asking"))
+        assert summary_content(session.current, 12, width=full.cell_length) == full
+    finally:
+        set_current("en")
