@@ -86,6 +86,16 @@ def _add_sources(p: Parser) -> None:
         default="unknown",
         help="whether GPU probes can run where you are (affects next questions)",
     )
+    add_lang(p)
+
+
+def add_lang(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lang",
+        choices=("en", "zh"),
+        default=None,
+        help="language of the text (default: from LC_ALL / LC_MESSAGES / LANG, else en)",
+    )
 
 
 def _diagnose_parser() -> Parser:
@@ -152,11 +162,13 @@ def _sources(args: argparse.Namespace) -> Sources:
 
 
 def run_diagnosis(args: argparse.Namespace) -> tuple[Diagnosis, bool]:
+    from ddpadvisor.i18n import detect
     from ddpadvisor.service import diagnose, load_engine
 
     engine = load_engine(args.kb_dirs)
     gpu = {"yes": True, "no": False}.get(args.gpu)
-    return diagnose(engine, _sources(args), gpu_available=gpu, top=args.top)
+    lang = detect(args.lang)
+    return diagnose(engine, _sources(args), gpu_available=gpu, top=args.top, lang=lang)
 
 
 def cmd_json(args: argparse.Namespace) -> int:

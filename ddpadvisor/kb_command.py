@@ -38,6 +38,14 @@ def _parser() -> Parser:
                 metavar="DIR",
                 help="forum seed threads: check that claims cite every paragraph",
             )
+        if name == "test":
+            s.add_argument(
+                "--lang",
+                choices=("en", "zh"),
+                default="en",
+                help="also build each test's diagnosis in this language and report the text "
+                "it would show untranslated (warnings)",
+            )
         if name == "graph":
             s.add_argument("--format", choices=("dot", "graphml"), default="dot")
             s.add_argument("-o", "--output", type=Path, default=None, metavar="FILE")
@@ -54,7 +62,7 @@ def main(argv: list[str]) -> int:
             print(f"ddpadvisor: error: {p}", file=sys.stderr)
         return 2
     if args.cmd == "test":
-        return _test(kb)
+        return _test(kb, args.lang)
     return _graph(kb, args.format, args.output)
 
 
@@ -71,6 +79,11 @@ def _validate(kb, seeds: Path | None) -> int:  # type: ignore[no-untyped-def]
                 problems.append(f"{seeds}: paragraphs cited by no claim: {', '.join(missing)}")
     for p in problems:
         print(p, file=sys.stderr)
+    from ddpadvisor.kb.check import missing_translations
+
+    warnings = missing_translations(kb, "zh")
+    for w in warnings:
+        print(w, file=sys.stderr)
     counts = (
         f"{len(kb.facts)} facts, {len(kb.mechanisms)} mechanisms, {len(kb.causes)} causes, "
         f"{len(kb.fixes)} fixes, {len(kb.claims)} claims, {len(kb.tests)} rule tests"
@@ -78,15 +91,22 @@ def _validate(kb, seeds: Path | None) -> int:  # type: ignore[no-untyped-def]
     if problems:
         print(f"kb validate: {len(problems)} problem(s) in {counts}", file=sys.stderr)
         return 2
-    print(f"kb validate: OK — {counts}")
+    note = f"; {len(warnings)} warning(s): missing zh text" if warnings else ""
+    print(f"kb validate: OK — {counts}{note}")
     return 0
 
 
-def _test(kb) -> int:  # type: ignore[no-untyped-def]
+def _test(kb, lang: str = "en") -> int:  # type: ignore[no-untyped-def]
     from ddpadvisor.engine.diagnose import Engine
     from ddpadvisor.engine.ruletest import run_all
 
-    outcomes = run_all(Engine(kb))
+    engine = Engine(kb)
+    outcomes = run_all(engine)
+    if lang != "en":
+        from ddpadvisor.engine.ruletest import untranslated_in
+
+        for line in untranslated_in(engine, lang):  # type: ignore[arg-type]
+            print(line)
     failed = todo = 0
     for o in outcomes:
         if o.passed:

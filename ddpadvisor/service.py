@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ddpadvisor.engine.diagnose import Engine
     from ddpadvisor.evidence.gather import Sources
+    from ddpadvisor.i18n import Lang
     from ddpadvisor.observation import Gathered
     from ddpadvisor.report.models import Diagnosis
 
@@ -40,10 +41,11 @@ def diagnose(
     *,
     gpu_available: bool | None = None,
     top: int | None = None,
+    lang: Lang = "en",
 ) -> tuple[Diagnosis, bool]:
     """The diagnosis of everything ``sources`` names, and whether a probe or trace run failed."""
     got = gather_sources(engine, sources)
     diagnosis = engine.diagnose(
-        got.observations, warnings=got.warnings, gpu_available=gpu_available, top=top
+        got.observations, warnings=got.warnings, gpu_available=gpu_available, top=top, lang=lang
     )
     return diagnosis, got.failed

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ddpadvisor import __version__
 from ddpadvisor.engine.infer import Posterior, expected_gain, posterior
 from ddpadvisor.engine.model import CATCH_ALL, CompiledModel, load_model
+from ddpadvisor.i18n import Lang, t, text, value_label
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import classify
@@ -44,7 +45,7 @@ class Resolved:
     warnings: list[str]
 
 
-def resolve(observations: Iterable[Observation]) -> Resolved:
+def resolve(observations: Iterable[Observation], lang: Lang = "en") -> Resolved:
     """Measured beats scanned beats asked; within a level the later observation wins."""
     winners: dict[str, Observation] = {}
     superseded: dict[str, list[Observation]] = {}
@@ -62,15 +63,19 @@ def resolve(observations: Iterable[Observation]) -> Resolved:
         for lose in losers:
             if lose.value != win.value:
                 warnings.append(
-                    f"{fact}: {win.source} says {_show(win.value)}"
-                    f"{f' ({win.where})' if win.where else ''} and wins over {lose.source} "
-                    f"{_show(lose.value)}{f' ({lose.where})' if lose.where else ''}"
+                    t(
+                        "{fact}: {winner} says {value}{where} and wins over {loser} {lvalue}{lwhere}",
+                        lang,
+                        fact=fact,
+                        winner=t(win.source, lang),
+                        value=value_label(win.value, lang),
+                        where=f" ({win.where})" if win.where else "",
+                        loser=t(lose.source, lang),
+                        lvalue=value_label(lose.value, lang),
+                        lwhere=f" ({lose.where})" if lose.where else "",
+                    )
                 )
     return Resolved(winners, superseded, warnings)
-
-
-def _show(v: object) -> str:
-    return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 class Engine:
@@ -103,6 +108,7 @@ class Engine:
         gpu_available: bool | None = None,
         allow: tuple[str, ...] = ("ask", "probe"),
         limit: int | None = 5,
+        lang: Lang = "en",
     ) -> list[QuestionOut]:
         out = []
         for fact in self.kb.facts.values():
@@ -119,10 +125,10 @@ class Engine:
             out.append(
                 QuestionOut(
                     fact=fact.id,
-                    question=fact.question,
+                    question=text(fact, "question", lang),
                     type=fact.type,
                     choices=_choices(fact),
-                    help=fact.help,
+                    help=text(fact, "help", lang),
                     how=how,  # type: ignore[arg-type]
                     probe=fact.probe if how == "probe" else None,
                     expected_gain=round(gain, 6),
@@ -140,29 +146,43 @@ class Engine:
         warnings: list[str] | None = None,
         gpu_available: bool | None = None,
         top: int | None = None,
+        lang: Lang = "en",
     ) -> Diagnosis:
-        res = resolve(observations)
+        res = resolve(observations, lang)
         observed = self.observed_classes(res.winners)
         post = posterior(self.model, observed)
         ranking = post.ranking()
         causes = [
-            self._cause_out(post, i, rank + 1, res.winners)
+            self._cause_out(post, i, rank + 1, res.winners, lang)
             for rank, i in enumerate(ranking[:top] if top else ranking)
         ]
-        questions = self.questions(post, set(observed), gpu_available=gpu_available)
+        questions = self.questions(post, set(observed), gpu_available=gpu_available, lang=lang)
         best = post.probs[ranking[0]]
         done = best >= SETTLED or not questions or questions[0].expected_gain < MIN_GAIN
         facts = [
-            self._fact_out(o, res.superseded.get(f, [])) for f, o in sorted(res.winners.items())
+            self._fact_out(o, res.superseded.get(f, []), lang)
+            for f, o in sorted(res.winners.items())
         ]
-        claims = self.claims(post, set(observed))
+        claims = self.claims(post, set(observed), lang)
         lead = causes[0]
+        title = lead.title.rstrip("。.")
         summary = (
-            f"Most likely: {lead.id} ({lead.score:.0%}) — {lead.title}. "
-            f"{len(observed)} facts observed"
-            + (". Settled." if done else f"; next: {questions[0].fact}.")
+            t(
+                "Most likely: {cause} ({score}) — {title}. ",
+                lang,
+                cause=lead.id,
+                score=f"{lead.score:.0%}",
+                title=title,
+            )
+            + t("{n} facts observed", lang, n=len(observed))
+            + (
+                t(". Settled.", lang)
+                if done
+                else t("; next: {fact}.", lang, fact=questions[0].fact)
+            )
         )
         return Diagnosis(
+            lang=lang,
             version=__version__,
             kb=KBInfo(
                 dirs=self.kb.dirs,
@@ -181,7 +201,12 @@ class Engine:
 
     # -- pieces ---------------------------------------------------------------------------
     def _cause_out(
-        self, post: Posterior, i: int, rank: int, winners: dict[str, Observation]
+        self,
+        post: Posterior,
+        i: int,
+        rank: int,
+        winners: dict[str, Observation],
+        lang: Lang = "en",
     ) -> CauseOut:
         cid = post.causes[i]
         evidence = []
@@ -205,13 +230,13 @@ class Engine:
         if cid == CATCH_ALL:
             return CauseOut(
                 id=CATCH_ALL,
-                title=CATCH_ALL_TITLE,
+                title=t(CATCH_ALL_TITLE, lang),
                 area="none",
                 rank=rank,
                 score=post.probs[i],
                 prior=levels.CATCH_ALL_PRIOR,
                 catch_all=True,
-                mechanism=CATCH_ALL_MECHANISM,
+                mechanism=t(CATCH_ALL_MECHANISM, lang),
                 evidence=[],
                 fixes=[],
                 references=[],
@@ -223,29 +248,29 @@ class Engine:
             fixes.append(
                 FixOut(
                     id=fix.id,
-                    title=fix.title,
-                    steps=fix.steps,
+                    title=text(fix, "title", lang),
+                    steps=text(fix, "steps", lang),
                     code=CodeOut(before=fix.code.before, after=fix.code.after)
                     if fix.code
                     else None,
-                    verify=VerifyOut(command=fix.verify.command, expect=fix.verify.expect),
+                    verify=VerifyOut(command=fix.verify.command, expect=text(fix, "expect", lang)),
                     cost=fix.cost,
                 )
             )
         return CauseOut(
             id=cid,
-            title=cause.title,
+            title=text(cause, "title", lang),
             area=cause.area,
             rank=rank,
             score=min(1.0, max(0.0, post.probs[i])),
             prior=levels.prior(cause.prior),
-            mechanism=cause.mechanism.strip(),
+            mechanism=text(cause, "mechanism", lang).strip(),
             evidence=evidence,
             fixes=fixes,
             references=[r.url for r in cause.references],
         )
 
-    def _fact_out(self, obs: Observation, losers: list[Observation]) -> FactOut:
+    def _fact_out(self, obs: Observation, losers: list[Observation], lang: Lang = "en") -> FactOut:
         fact = self.kb.facts.get(obs.fact)
         return FactOut(
             fact=obs.fact,
@@ -253,13 +278,13 @@ class Engine:
             source=obs.source,
             where=obs.where,
             detail=obs.detail,
-            question=fact.question if fact else obs.fact,
+            question=text(fact, "question", lang) if fact else obs.fact,
             superseded=[
                 SupersededValue(value=o.value, source=o.source, where=o.where) for o in losers
             ],
         )
 
-    def claims(self, post: Posterior, observed: set[str]) -> list[ClaimOut]:
+    def claims(self, post: Posterior, observed: set[str], lang: Lang = "en") -> list[ClaimOut]:
         """Forum advice that the evidence bears on: myths refuted, real causes confirmed or
         ruled out by what was observed."""
         ranking = post.ranking()
@@ -279,35 +304,43 @@ class Engine:
                 if not (in_play_facts or top_causes or touched):
                     continue
                 seen = in_play_facts or touched
-                why = "Refuted by how PyTorch works (see reason)" + (
-                    f"; your situation: {', '.join(seen[:4])}" if seen else ""
+                why = t("Refuted by how PyTorch works (see reason)", lang) + (
+                    t("; your situation: {facts}", lang, facts=", ".join(seen[:4])) if seen else ""
                 )
                 order = 0 if claim.verdict == "harmful" else 1
-                out.append((order, self._claim_out(claim, "refuted", why, causes)))
+                out.append((order, self._claim_out(claim, "refuted", why, causes, lang)))
                 continue
             if not causes:
                 continue
             best = max(causes, key=post.prob)
             if rank_of[best] < 3 and post.prob(best) >= 0.1:
-                why = f"{best} ranks #{rank_of[best] + 1} at {post.prob(best):.0%} on this evidence"
-                out.append((2, self._claim_out(claim, "confirmed", why, causes)))
-            elif observed and all(post.prob(c) < prior_share[c] / 5 for c in causes):
-                why = "Sound advice in general, but the evidence here rules out " + ", ".join(
-                    causes
+                why = t(
+                    "{cause} ranks #{rank} at {score} on this evidence",
+                    lang,
+                    cause=best,
+                    rank=rank_of[best] + 1,
+                    score=f"{post.prob(best):.0%}",
                 )
-                out.append((3, self._claim_out(claim, "ruled-out", why, causes)))
+                out.append((2, self._claim_out(claim, "confirmed", why, causes, lang)))
+            elif observed and all(post.prob(c) < prior_share[c] / 5 for c in causes):
+                why = t(
+                    "Sound advice in general, but the evidence here rules out {causes}",
+                    lang,
+                    causes=", ".join(causes),
+                )
+                out.append((3, self._claim_out(claim, "ruled-out", why, causes, lang)))
         out.sort(key=lambda t: (t[0], t[1].provenance[0], t[1].id))
         return [c for _, c in out]
 
     @staticmethod
-    def _claim_out(claim, stance: str, why: str, causes: list[str]) -> ClaimOut:  # type: ignore[no-untyped-def]
+    def _claim_out(claim, stance: str, why: str, causes: list[str], lang: Lang = "en") -> ClaimOut:  # type: ignore[no-untyped-def]
         return ClaimOut(
             id=claim.id,
-            text=claim.text,
+            text=text(claim, "text", lang),
             provenance=claim.provenance,
             verdict=claim.verdict,
             stance=stance,  # type: ignore[arg-type]
-            reason=claim.reason.strip(),
+            reason=text(claim, "reason", lang).strip(),
             why_here=why,
             causes=causes,
             references=[r.url for r in claim.references],

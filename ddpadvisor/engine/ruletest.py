@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.engine.infer import log_weights, posterior, rank_of
+from ddpadvisor.i18n import Lang, untranslated
 from ddpadvisor.kb.model import Origin
 from ddpadvisor.kb.schema import RuleTest
 from ddpadvisor.kb.values import classify, parse_value
+from ddpadvisor.observation import Observation
 
 
 @dataclass
@@ -66,3 +68,41 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
 
 def run_all(engine: Engine) -> list[Outcome]:
     return [run_test(engine, t, o) for t, o in zip(engine.kb.tests, engine.kb.test_origins)]
+
+
+def untranslated_in(engine: Engine, lang: Lang) -> list[str]:
+    """Build every rule test's diagnosis in ``lang`` and name, once each, the entries it shows
+    or names (its top causes and the causes it expects, their fixes, the next questions, the
+    judged claims) that would fall back to English."""
+    kb = engine.kb
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for test, origin in zip(kb.tests, kb.test_origins):
+        obs = []
+        for fid, raw in test.facts.items():
+            value = parse_value(kb.facts[fid], raw)
+            if value is not None:
+                obs.append(Observation(fact=fid, value=value, source="answer", where=str(origin)))
+        d = engine.diagnose(obs, top=3, lang=lang)
+        named = [test.expect_top or "", *test.expect_in_top, *test.expect_not_top]
+        named += [c for pair in test.expect_below for c in pair]
+        causes = [c.id for c in d.causes if not c.catch_all]
+        causes += [r for r in (kb.resolve_cause(c) for c in named) if r and r not in causes]
+        shown: list[tuple[str, str]] = []
+        for cid in causes:
+            shown.append(("causes", cid))
+            shown.extend(("fixes", f) for f in kb.causes[cid].fixes if f in kb.fixes)
+        shown.extend(("facts", q.fact) for q in d.next_questions)
+        shown.extend(("claims", cl.id) for cl in d.claims)
+        for kind, id_ in shown:
+            if (kind, id_) in seen:
+                continue
+            seen.add((kind, id_))
+            entry = getattr(kb, kind)[id_]
+            fields = untranslated(entry, lang)
+            if fields:
+                out.append(
+                    f"WARN {kb.origin(kind, id_)} {kind[:-1]} {id_!r} shown by test "
+                    f"{test.id!r} has no {lang} text for {', '.join(fields)}"
+                )
+    return out

@@ -131,6 +131,30 @@ def check_references(kb: KnowledgeBase) -> None:
                 bad(f"unknown cause id {c!r}")
 
 
+def missing_translations(kb: KnowledgeBase, lang: str = "zh") -> list[str]:
+    """One warning per entry whose user-facing text has no ``lang`` version (English is then
+    shown instead): facts, mechanisms, causes, fixes and claims, each with its origin."""
+    from ddpadvisor.i18n import as_lang, untranslated
+
+    target = as_lang(lang)
+    out = []
+    for kind, entries in (
+        ("facts", kb.facts),
+        ("mechanisms", kb.mechanisms),
+        ("causes", kb.causes),
+        ("fixes", kb.fixes),
+        ("claims", kb.claims),
+    ):
+        for id_, entry in entries.items():
+            fields = untranslated(entry, target)
+            if fields:
+                out.append(
+                    f"{kb.origin(kind, id_)}: warning: {kind[:-1]} {id_!r} has no {target} "
+                    f"text for {', '.join(fields)}"
+                )
+    return out
+
+
 def verify_command_problem(command: str) -> str | None:
     """None if the command names a real ddpadvisor subcommand/probe or is valid shell."""
     try:

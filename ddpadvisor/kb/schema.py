@@ -171,7 +171,8 @@ class Code(_Strict):
 
 
 class Fix(_Translatable):
-    TRANSLATED = ("title", "steps")
+    # "expect" translates verify.expect (kept at the fix's level, beside the other texts).
+    TRANSLATED = ("title", "steps", "expect")
 
     id: str = Field(pattern=NODE_ID)
     title: str

@@ -109,6 +109,11 @@ class Diagnosis(BaseModel):
     schema_version: str = SCHEMA_VERSION
     tool: str = "ddpadvisor"
     version: str
+    lang: Literal["en", "zh"] = Field(
+        "en",
+        description="Language of the text fields (titles, mechanisms, steps, questions, claims, "
+        "summary); ids and keys never change with it",
+    )
     kb: KBInfo
     summary: str
     done: bool = Field(

@@ -1,10 +1,62 @@
-"""Plain-text and Markdown renderings of a :class:`Diagnosis` (presentation only)."""
+"""Plain-text and Markdown renderings of a :class:`Diagnosis` (presentation only).
+
+Both follow the diagnosis' own language (``d.lang``): its text fields already are in it, and
+the fixed labels come from the catalogue in :mod:`ddpadvisor.i18n`. Wrapping counts terminal
+cells, so Chinese (two cells a character, no spaces between words) wraps at the same width.
+"""
 
 from __future__ import annotations
 
+import re
 import textwrap
+import unicodedata
 
+from ddpadvisor.i18n import Lang, t, value_label
 from ddpadvisor.report.models import CauseOut, Diagnosis
+
+WIDTH = 96
+# Runs of non-space text that are not CJK stay whole; each CJK character may end a line, but
+# never right before closing punctuation (nor right after opening punctuation).
+_TOKEN = re.compile(
+    r"\s+|[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f]+"
+)
+_CLOSING = set("，。；：、！？）》」』】,.;:!?)")
+_OPENING = set("（《「『【(")
+
+
+def cells(s: str) -> int:
+    """Terminal cells ``s`` takes: wide and full-width characters count two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
+
+
+def wrap(text: str, width: int = WIDTH, indent: str = "", subsequent: str = "      ") -> list[str]:
+    """Greedy wrap by cells: spaces break lines, and so does any CJK character."""
+    tokens: list[str] = []
+    for tok in _TOKEN.findall(text):
+        glue = tokens and not tokens[-1].isspace() and not tok.isspace()
+        if glue and (tok[0] in _CLOSING or tokens[-1][-1] in _OPENING):
+            tokens[-1] += tok
+            continue
+        tokens.append(tok)
+    lines: list[str] = []
+    cur, cur_w = indent, cells(indent)
+    fresh = True  # nothing but the indent on this line yet
+    for tok in tokens:
+        if tok.isspace():
+            if not fresh:
+                cur += " "
+                cur_w += 1
+            continue
+        w = cells(tok)
+        if not fresh and cur_w + w > width:
+            lines.append(cur.rstrip())
+            cur, cur_w, fresh = subsequent, cells(subsequent), True
+        cur += tok
+        cur_w += w
+        fresh = False
+    if not fresh or not lines:
+        lines.append(cur.rstrip())
+    return lines
 
 
 def _bar(score: float, width: int = 20) -> str:
@@ -12,16 +64,29 @@ def _bar(score: float, width: int = 20) -> str:
     return "#" * n + "." * (width - n)
 
 
-def _evidence_lines(cause: CauseOut, limit: int = 4) -> list[str]:
+def _wrapper(lang: Lang):  # type: ignore[no-untyped-def]
+    """English wraps as it always did (textwrap); Chinese by cells."""
+    if lang == "en":
+        w = textwrap.TextWrapper(width=WIDTH, subsequent_indent="      ")
+        return w.wrap
+
+    def wrap_zh(s: str, subsequent: str = "      ") -> list[str]:
+        body = s.lstrip(" ")
+        return wrap(body, WIDTH, indent=s[: len(s) - len(body)], subsequent=subsequent)
+
+    return wrap_zh
+
+
+def _evidence_lines(cause: CauseOut, lang: Lang, limit: int = 4) -> list[str]:
     out = []
     for ev in cause.evidence[:limit]:
         sign = "+" if ev.direction == "for" else "-"
         where = f" @ {ev.where}" if ev.where else ""
-        via = f" via {ev.path[1].split(':', 1)[1]}" if len(ev.path) == 3 else ""
+        via = f" {t('via', lang)} {ev.path[1].split(':', 1)[1]}" if len(ev.path) == 3 else ""
         detail = f" — {ev.detail}" if ev.detail else ""
-        out.append(
-            f"{sign}{abs(ev.size):.1f} {ev.fact}={_v(ev.value)} [{ev.source}{where}]{via}{detail}"
-        )
+        value = value_label(ev.value, lang) if lang != "en" else _v(ev.value)
+        source = t(ev.source, lang)
+        out.append(f"{sign}{abs(ev.size):.1f} {ev.fact}={value} [{source}{where}]{via}{detail}")
     return out
 
 
@@ -29,107 +94,131 @@ def _v(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _show(value: object, lang: Lang) -> str:
+    return _v(value) if lang == "en" else value_label(value, lang)
+
+
+def _join(text: str, lang: Lang) -> str:
+    """A folded YAML paragraph on one line (translations are written on one line already)."""
+    return " ".join(text.split())
+
+
+def _label(msg: str, lang: Lang) -> str:
+    """A label and what separates it from its value (a full-width colon needs no space)."""
+    label = t(msg, lang)
+    return label if label.endswith("：") else label + " "
+
+
 def render_text(d: Diagnosis, *, top: int = 5) -> str:
-    w = textwrap.TextWrapper(width=96, subsequent_indent="      ")
+    lang = d.lang
+    wrap_ = _wrapper(lang)
     lines = [f"ddpadvisor {d.version} — {d.summary}", ""]
-    lines.append("Ranked causes (score = posterior probability; evidence sizes are log10 LR):")
+    lines.append(
+        t("Ranked causes (score = posterior probability; evidence sizes are log10 LR):", lang)
+    )
     for c in d.causes[:top]:
         lines.append(f"{c.rank:>2}. {_bar(c.score)} {c.score:6.1%}  {c.id}")
         lines.append(f"      {c.title}")
-        for e in _evidence_lines(c):
-            lines.extend(w.wrap(f"      {e}"))
+        for e in _evidence_lines(c, lang):
+            lines.extend(wrap_(f"      {e}"))
     lead = next((c for c in d.causes if not c.catch_all), None)
     if lead is not None and lead.fixes and d.causes[0].id == lead.id:
-        lines += ["", f"Why {lead.id}:"]
-        lines.extend(w.wrap("      " + " ".join(lead.mechanism.split())))
+        lines += ["", t("Why {cause}:", lang, cause=lead.id)]
+        lines.extend(wrap_("      " + _join(lead.mechanism, lang)))
         for fix in lead.fixes:
-            lines += ["", f"Fix: {fix.title}"]
-            lines.extend(f"  - {s}" for s in fix.steps)
+            lines += ["", t("Fix: {title}", lang, title=fix.title)]
+            for step in fix.steps:
+                lines.extend(wrap_(f"  - {step}", "    ") if lang != "en" else [f"  - {step}"])
             if fix.code:
                 if fix.code.before:
-                    lines.append("  before:")
+                    lines.append("  " + t("before:", lang))
                     lines.extend("    " + ln for ln in fix.code.before.rstrip().splitlines())
-                lines.append("  after:")
+                lines.append("  " + t("after:", lang))
                 lines.extend("    " + ln for ln in fix.code.after.rstrip().splitlines())
-            lines.append(f"  verify: {fix.verify.command}")
-            lines.extend(w.wrap(f"  expect: {fix.verify.expect}"))
+            lines.append(f"  {_label('verify:', lang)}{fix.verify.command}")
+            lines.extend(wrap_(f"  {_label('expect:', lang)}{fix.verify.expect}"))
     if d.next_questions:
-        lines += ["", "Most informative next steps:"]
+        lines += ["", t("Most informative next steps:", lang)]
         for q in d.next_questions[:5]:
-            how = f"probe {q.probe}" if q.probe else q.how
-            lines.append(f"  [{how}] {q.fact}: {q.question} (gain {q.expected_gain:.2f} bits)")
+            how = f"{t('probe', lang)} {q.probe}" if q.probe else t(q.how, lang)
+            gain = t("gain {gain} bits", lang, gain=f"{q.expected_gain:.2f}")
+            lines.append(f"  [{how}] {q.fact}: {q.question} ({gain})")
     if d.claims:
-        lines += ["", "Forum advice, judged on this evidence:"]
+        lines += ["", t("Forum advice, judged on this evidence:", lang)]
         for cl in d.claims[:12]:
-            lines.extend(
-                w.wrap(
-                    f"  {cl.stance.upper():9} [{cl.verdict}] {cl.text} ({', '.join(cl.provenance)})"
-                )
-            )
+            stance = t(cl.stance.upper().replace("-", " "), lang)
+            stance = f"{cl.stance.upper():9}" if lang == "en" else stance
+            verdict = t(cl.verdict, lang)
+            lines.extend(wrap_(f"  {stance} [{verdict}] {cl.text} ({', '.join(cl.provenance)})"))
     if d.facts:
-        lines += ["", "Facts used:"]
+        lines += ["", t("Facts used:", lang)]
         for f in d.facts:
             where = f" @ {f.where}" if f.where else ""
-            lines.append(f"  {f.fact} = {_v(f.value)} [{f.source}{where}]")
+            lines.append(f"  {f.fact} = {_show(f.value, lang)} [{t(f.source, lang)}{where}]")
     if d.warnings:
-        lines += ["", "Warnings:"]
+        lines += ["", t("Warnings:", lang)]
         lines.extend(f"  ! {x}" for x in d.warnings)
     return "\n".join(lines) + "\n"
 
 
 def render_markdown(d: Diagnosis, *, top: int = 5) -> str:
+    lang = d.lang
     md = [
-        "# ddpadvisor diagnosis",
+        f"# {t('ddpadvisor diagnosis', lang)}",
         "",
         f"_{d.summary}_",
         "",
-        "## Ranked causes",
+        f"## {t('Ranked causes', lang)}",
         "",
-        "| # | cause | score | strongest evidence |",
+        f"| # | {t('cause', lang)} | {t('score', lang)} | {t('strongest evidence', lang)} |",
         "|---|---|---|---|",
     ]
     for c in d.causes[:top]:
-        ev = "; ".join(_evidence_lines(c, 2)).replace("|", "\\|") or "—"
+        ev = "; ".join(_evidence_lines(c, lang, 2)).replace("|", "\\|") or "—"
         md.append(f"| {c.rank} | `{c.id}` {c.title} | {c.score:.1%} | {ev} |")
     for c in d.causes[:top]:
         if c.catch_all or not c.fixes:
             continue
-        md += ["", f"## {c.id}", "", " ".join(c.mechanism.split()), ""]
+        md += ["", f"## {c.id}", "", _join(c.mechanism, lang), ""]
         for fix in c.fixes:
-            md.append(f"### Fix: {fix.title}")
+            md.append(f"### {t('Fix: {title}', lang, title=fix.title)}")
             md.extend(f"- {s}" for s in fix.steps)
             if fix.code:
                 if fix.code.before:
-                    md += ["", "Before:", "```python", fix.code.before.rstrip(), "```"]
-                md += ["", "After:", "```python", fix.code.after.rstrip(), "```"]
-            md += ["", f"Verify: `{fix.verify.command}` — {fix.verify.expect}", ""]
+                    md += ["", t("Before:", lang), "```python", fix.code.before.rstrip(), "```"]
+                md += ["", t("After:", lang), "```python", fix.code.after.rstrip(), "```"]
+            md += ["", f"{_label('Verify:', lang)}`{fix.verify.command}` — {fix.verify.expect}", ""]
         if c.references:
-            md.append("References: " + ", ".join(c.references))
+            md.append(t("References:", lang) + " " + ", ".join(c.references))
     if d.next_questions:
-        md += ["", "## Next steps", ""]
+        md += ["", f"## {t('Next steps', lang)}", ""]
         md.extend(
-            f"- **{q.fact}** ({q.how}): {q.question} — gain {q.expected_gain:.2f} bits"
+            f"- **{q.fact}** ({t(q.how, lang)}): {q.question} — "
+            + t("gain {gain} bits", lang, gain=f"{q.expected_gain:.2f}")
             for q in d.next_questions
         )
     if d.claims:
         md += [
             "",
-            "## Forum advice",
+            f"## {t('Forum advice', lang)}",
             "",
-            "| stance | verdict | advice | source |",
+            f"| {t('stance', lang)} | {t('verdict', lang)} | {t('advice', lang)} "
+            f"| {t('source', lang)} |",
             "|---|---|---|---|",
         ]
         md.extend(
-            f"| {cl.stance} | {cl.verdict} | {cl.text} | {', '.join(cl.provenance)} |"
+            f"| {t(cl.stance, lang)} | {t(cl.verdict, lang)} | {cl.text} "
+            f"| {', '.join(cl.provenance)} |"
             for cl in d.claims
         )
     if d.facts:
-        md += ["", "## Facts", ""]
+        md += ["", f"## {t('Facts', lang)}", ""]
         md.extend(
-            f"- `{f.fact}` = {_v(f.value)} ({f.source}{', ' + f.where if f.where else ''})"
+            f"- `{f.fact}` = {_show(f.value, lang)} "
+            f"({t(f.source, lang)}{', ' + f.where if f.where else ''})"
             for f in d.facts
         )
     if d.warnings:
-        md += ["", "## Warnings", ""]
+        md += ["", f"## {t('Warnings', lang)}", ""]
         md.extend(f"- {x}" for x in d.warnings)
     return "\n".join(md) + "\n"

@@ -7,14 +7,17 @@ session's current :class:`Diagnosis` and call back here to change the evidence.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App
-from textual.binding import Binding, BindingType
+from textual.binding import Binding, BindingsMap, BindingType
+from textual.dom import DOMNode
 
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.errors import InputError
+from ddpadvisor.i18n import Lang, set_current, t
 from ddpadvisor.observation import Gathered
 from ddpadvisor.report.models import FixOut
 from ddpadvisor.tui.messages import DiagnosisUpdated, EvidenceLoaded
@@ -35,6 +38,9 @@ class DDPAdvisorApp(App[int]):
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "toggle_keys", "Keys", key_display="?"),
         Binding("f2", "toggle_theme", "Light/dark", show=False),
+        # Labelled with the language it switches to. The footer is full at 80 columns, so the
+        # key is announced on the start dialog (and listed under ?) instead.
+        Binding("l", "toggle_lang", "中文", show=False),
     ]
 
     def __init__(
@@ -52,7 +58,40 @@ class DDPAdvisorApp(App[int]):
         self.trace_runner = trace_runner
         self.show_start = show_start
         self.nproc = nproc
+        set_current(session.lang)
+        self.localise(self)
         self.diagnose_screen = DiagnoseScreen()
+
+    @property
+    def lang(self) -> Lang:
+        return self.session.lang
+
+    # -- language ---------------------------------------------------------------------------
+    def localise(self, node: DOMNode) -> None:
+        """Give ``node``'s key bindings their description in the current language (the footer
+        shows these); the English descriptions in BINDINGS stay the catalogue keys."""
+        merged = type(node)._merged_bindings
+        if merged is None:
+            return
+        node._bindings = BindingsMap.from_keys(
+            {
+                key: [_localised(b) for b in bindings]
+                for key, bindings in merged.key_to_bindings.items()
+            }
+        )
+
+    def set_lang(self, lang: Lang) -> None:
+        """Speak ``lang`` from now on; every answer and loaded source stays."""
+        set_current(lang)
+        self.session.set_lang(lang)
+        self.localise(self)
+        for screen in self.screen_stack:
+            self.localise(screen)
+        self.changed("language")
+        self.refresh_bindings()
+
+    def action_toggle_lang(self) -> None:
+        self.set_lang("en" if self.lang == "zh" else "zh")
 
     def on_mount(self) -> None:
         self.push_screen(self.diagnose_screen)
@@ -79,7 +118,7 @@ class DDPAdvisorApp(App[int]):
             return exc.one_line()
         count = len(self.session.observations()) - before
         self.post_message(EvidenceLoaded(kind, path, count))
-        self.notify(f"Loaded {count} facts from {path.name}", timeout=3)
+        self.notify(t("Loaded {count} facts from {name}", count=count, name=path.name), timeout=3)
         self.changed(f"loaded {kind}")
         return None
 
@@ -105,7 +144,7 @@ class DDPAdvisorApp(App[int]):
             self.start_trace(scripts[-1])
         else:
             self.push_screen(EvidenceScreen(start=False), self._evidence_chosen)
-            self.notify("Choose 'Trace my training script now' and give its path.", timeout=4)
+            self.notify(t("Choose 'Trace my training script now' and give its path."), timeout=4)
 
     def start_trace(self, script: Path) -> None:
         request = RunRequest(kind="trace", script=script, nproc=self.nproc)
@@ -143,6 +182,10 @@ class DDPAdvisorApp(App[int]):
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
 
 
+def _localised(binding: Binding) -> Binding:
+    return dataclasses.replace(binding, description=t(binding.description))
+
+
 def create_app(
     engine: Engine | None = None,
     *,
@@ -152,14 +195,18 @@ def create_app(
     show_start: bool = True,
     gpu_available: bool | None = None,
     nproc: int = 2,
+    lang: Lang | None = None,
 ) -> DDPAdvisorApp:
-    """Build the app; tests pass their own engine, session and fake runners."""
+    """Build the app; tests pass their own engine, session and fake runners. ``lang`` (when
+    given) overrides the session's language."""
     if session is None:
         if engine is None:
             from ddpadvisor.service import load_engine
 
             engine = load_engine([])
-        session = Session(engine, gpu_available=gpu_available)
+        session = Session(engine, gpu_available=gpu_available, lang=lang or "en")
+    elif lang is not None and lang != session.lang:
+        session.set_lang(lang)
     runner = SubprocessRunner()
     return DDPAdvisorApp(
         session,
@@ -173,11 +220,12 @@ def create_app(
 def session_from_args(args: argparse.Namespace) -> Session:
     """Load every source named on the command line; raises InputError before the UI starts."""
     from ddpadvisor.evidence.answers import parse_set
+    from ddpadvisor.i18n import detect
     from ddpadvisor.service import load_engine
 
     engine = load_engine(args.kb_dirs)
     gpu = {"yes": True, "no": False}.get(getattr(args, "gpu", "unknown"))
-    session = Session(engine, gpu_available=gpu)
+    session = Session(engine, gpu_available=gpu, lang=detect(getattr(args, "lang", None)))
     for path in args.answers:
         session.load("answers", path)
     if args.sets:

@@ -39,10 +39,12 @@ class RunRequest:
     out_dir: Path | None = None
 
     def describe(self) -> str:
+        from ddpadvisor.i18n import t
+
         if self.kind == "probe":
-            names = " ".join(self.probes) or "all probes"
-            return f"probe {names} on {self.nproc} ranks"
-        return f"trace {self.script} on {self.nproc} ranks"
+            names = " ".join(self.probes) or t("all probes")
+            return t("probe {names} on {n} ranks", names=names, n=self.nproc)
+        return t("trace {script} on {n} ranks", script=self.script, n=self.nproc)
 
 
 @dataclass(frozen=True)

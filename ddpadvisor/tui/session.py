@@ -14,6 +14,7 @@ from typing import Any
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.gather import Sources, gather
+from ddpadvisor.i18n import Lang, text
 from ddpadvisor.kb.values import ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.report.models import Diagnosis, QuestionOut
@@ -57,6 +58,7 @@ class Session:
     sources: list[LoadedSource] = field(default_factory=list)
     trace_dirs: list[Path] = field(default_factory=list)
     diagnosis: Diagnosis | None = None
+    lang: Lang = "en"  # of the diagnosis' text; switching it keeps every answer
 
     def __post_init__(self) -> None:
         self.refresh()
@@ -68,9 +70,17 @@ class Session:
 
     def refresh(self) -> Diagnosis:
         self.diagnosis = self.engine.diagnose(
-            self.observations(), warnings=self.warnings, gpu_available=self.gpu_available
+            self.observations(),
+            warnings=self.warnings,
+            gpu_available=self.gpu_available,
+            lang=self.lang,
         )
         return self.diagnosis
+
+    def set_lang(self, lang: Lang) -> Diagnosis:
+        """Speak ``lang`` from now on: the same evidence, re-rendered."""
+        self.lang = lang
+        return self.refresh()
 
     @property
     def current(self) -> Diagnosis:
@@ -200,7 +210,11 @@ class Session:
         # The diagnosis lists only the best few; ask the engine for the whole list.
         post = self.engine.posterior(self.observations())
         rest = self.engine.questions(
-            post, observed | self.declined, gpu_available=self.gpu_available, limit=1
+            post,
+            observed | self.declined,
+            gpu_available=self.gpu_available,
+            limit=1,
+            lang=self.lang,
         )
         return rest[0] if rest else None
 
@@ -209,10 +223,10 @@ class Session:
         obs = self.answers.get(fact_id)
         return Prompt(
             fact=fact.id,
-            question=fact.question,
+            question=text(fact, "question", self.lang),
             type=fact.type,
             choices=_choices(fact.type, fact.values),
-            help=fact.help,
+            help=text(fact, "help", self.lang),
             how="ask",
             current=obs.value if obs else None,
             editing=True,
@@ -269,3 +283,10 @@ def _is_saved_session(path: Path) -> bool:
 
 def format_value(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def show_value(value: object) -> str:
+    """A value as the user reads it: true/false in English, 是/否 in Chinese."""
+    from ddpadvisor.i18n import current, value_label
+
+    return format_value(value) if current() == "en" else value_label(value)

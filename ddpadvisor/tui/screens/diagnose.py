@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from ddpadvisor.i18n import t
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.tui.messages import (
     AnswerChosen,
@@ -75,6 +76,7 @@ class DiagnoseScreen(Screen[None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        self.advisor.localise(self)
         self._fit(self.app.size.width, self.app.size.height)
         self.set_class(True, f"view-{self.view}")
         self.update("start")
@@ -100,7 +102,7 @@ class DiagnoseScreen(Screen[None]):
             self.prompt = session.edit_prompt(self.editing)
         else:
             self.prompt = session.next_prompt()
-        settled = f"Settled on {diagnosis.causes[0].id}" if diagnosis.done else None
+        settled = t("Settled on {cause}", cause=diagnosis.causes[0].id) if diagnosis.done else None
         panel = self.query_one(QuestionPanel)
         panel.show(self.prompt, settled=settled)
         # Keep the keyboard on the question (its choices or its typing box), unless the user
@@ -137,8 +139,13 @@ class DiagnoseScreen(Screen[None]):
         fact = next((f for f in session.current.facts if f.fact == event.fact), None)
         if fact is not None and fact.source not in ("answer",):
             self.notify(
-                f"{event.fact} comes from {fact.source} ({fact.where or 'no location'}); "
-                "a measured or scanned value wins over an answer.",
+                t(
+                    "{fact} comes from {source} ({where}); a measured or scanned value wins "
+                    "over an answer.",
+                    fact=event.fact,
+                    source=t(fact.source),
+                    where=fact.where or t("no location"),
+                ),
                 severity="warning",
             )
             return
@@ -181,7 +188,7 @@ class DiagnoseScreen(Screen[None]):
         """Step back through earlier answers, newest first, to change one."""
         order = list(self.advisor.session.answers)
         if not order:
-            self.notify("No answer to go back to yet.")
+            self.notify(t("No answer to go back to yet."))
             return
         if self.editing in order:
             index = max(0, order.index(self.editing) - 1)
@@ -194,7 +201,7 @@ class DiagnoseScreen(Screen[None]):
         self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
         self.set_class(True, f"view-{self.view}")
         if self.has_class("-compact"):
-            self.notify(f"Showing {self.view}", timeout=1.5)
+            self.notify(t("Showing {view}", view=t(self.view)), timeout=1.5)
 
     def action_results(self) -> None:
         self.advisor.show_results(cause=self.query_one(RankingList).selected_cause)

@@ -12,10 +12,12 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Footer, Input, OptionList
 from textual.widgets.option_list import Option
 
+from ddpadvisor.i18n import t
 from ddpadvisor.tui.widgets.error_line import ErrorLine
+from ddpadvisor.tui.widgets.paragraph import Paragraph
 
 if TYPE_CHECKING:
     from ddpadvisor.tui.app import DDPAdvisorApp
@@ -67,17 +69,17 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="evidence-box", classes="panel dialog"):
-            yield Static(
-                Content(
+            yield Paragraph(
+                t(
                     "Which evidence do you have? Answers you give, a script scan, probes and "
-                    "a trace all combine; measured facts win over scanned ones, and those over "
-                    "answers."
+                    "a trace all combine; measured facts win over scanned ones, and those "
+                    "over answers."
                 ),
                 id="evidence-intro",
             )
             yield OptionList(
                 *(
-                    Option(Content.assemble((f"{i} ", "bold $text-accent"), c.label), id=c.id)
+                    Option(Content.assemble((f"{i} ", "bold $text-accent"), t(c.label)), id=c.id)
                     for i, c in enumerate(CHOICES, start=1)
                 ),
                 id="evidence-choices",
@@ -87,8 +89,10 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        self.advisor.localise(self)
         box = self.query_one("#evidence-box")
-        box.border_title = "Start: what do you have?" if self.start else "Add evidence"
+        box.border_title = t("Start: what do you have?") if self.start else t("Add evidence")
+        box.border_subtitle = t("l: 中文")
         self.query_one("#evidence-path", Input).display = False
         self.query_one("#evidence-choices", OptionList).focus()
 
@@ -103,7 +107,11 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
             return
         entry = self.query_one("#evidence-path", Input)
         entry.display = True
-        entry.placeholder = f"{choice.placeholder}  (Enter to {_verb(choice)}, Esc to go back)"
+        entry.placeholder = t(
+            "{placeholder}  (Enter to {verb}, Esc to go back)",
+            placeholder=choice.placeholder,
+            verb=_verb(choice),
+        )
         entry.focus()
 
     @on(Input.Submitted, "#evidence-path")
@@ -113,14 +121,14 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
             return
         text = event.value.strip()
         if not text:
-            self._error("Type a path first.")
+            self._error(t("Type a path first."))
             return
         path = Path(text).expanduser()
         if self.choice.needs == "folder" and not path.is_dir():
-            self._error(f"{text}: not a folder")
+            self._error(t("{path}: not a folder", path=text))
             return
         if self.choice.needs == "file" and not path.is_file():
-            self._error(f"{text}: no such file")
+            self._error(t("{path}: no such file", path=text))
             return
         if self.choice.id == "run-trace":
             self.dismiss(EvidenceResult("run-trace", path))
@@ -151,4 +159,4 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
 
 
 def _verb(choice: Choice) -> str:
-    return "trace it" if choice.id == "run-trace" else "load it"
+    return t("trace it") if choice.id == "run-trace" else t("load it")

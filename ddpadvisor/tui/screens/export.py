@@ -9,12 +9,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Input, Static
+from textual.widgets import Button, Footer, Input
 
+from ddpadvisor.i18n import t
 from ddpadvisor.tui.messages import ReportExported
 from ddpadvisor.tui.widgets.error_line import ErrorLine
+from ddpadvisor.tui.widgets.paragraph import Paragraph
 
 if TYPE_CHECKING:
     from ddpadvisor.tui.app import DDPAdvisorApp
@@ -37,10 +38,10 @@ class ExportScreen(ModalScreen[Path | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box", classes="panel dialog"):
-            yield Static(
-                Content(
-                    "A .json name saves the --json document (load it again with o); any other "
-                    "name saves a Markdown report. Enter saves."
+            yield Paragraph(
+                t(
+                    "A .json name saves the --json document (load it again with o); any "
+                    "other name saves a Markdown report. Enter saves."
                 ),
                 id="export-help",
             )
@@ -52,7 +53,8 @@ class ExportScreen(ModalScreen[Path | None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one("#export-box").border_title = "Export the session"
+        self.advisor.localise(self)
+        self.query_one("#export-box").border_title = t("Export the session")
         self.query_one("#export-path", Input).focus()
 
     def action_as_format(self, fmt: str) -> None:
@@ -71,7 +73,7 @@ class ExportScreen(ModalScreen[Path | None]):
         event.stop()
         text = event.value.strip()
         if not text:
-            self.query_one("#export-error", ErrorLine).show("Type a file name.")
+            self.query_one("#export-error", ErrorLine).show(t("Type a file name."))
             return
         path = Path(text).expanduser()
         fmt = format_for(path)
@@ -80,7 +82,7 @@ class ExportScreen(ModalScreen[Path | None]):
             self.query_one("#export-error", ErrorLine).show(problem)
             return
         self.post_message(ReportExported(path, fmt))
-        self.notify(f"Saved {fmt} to {text}", timeout=3)
+        self.notify(t("Saved {fmt} to {path}", fmt=fmt, path=text), timeout=3)
         self.dismiss(path)
 
     def action_close(self) -> None:

@@ -9,6 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Footer
 
+from ddpadvisor.i18n import t
 from ddpadvisor.report.models import FixOut
 from ddpadvisor.tui.widgets.fix_view import FixView
 
@@ -29,16 +30,21 @@ class FixScreen(ModalScreen[None]):
         yield FixView(self.cause_id, self.fix, id="fix-view", classes="panel dialog")
         yield Footer(compact=True, show_command_palette=False)
 
+    def on_mount(self) -> None:
+        localise = getattr(self.app, "localise", None)
+        if localise is not None:
+            localise(self)
+
     def action_copy_verify(self) -> None:
         self.app.copy_to_clipboard(self.fix.verify.command)
-        self.notify(f"Copied: {self.fix.verify.command}", timeout=3)
+        self.notify(t("Copied: {command}", command=self.fix.verify.command), timeout=3)
 
     def action_copy_code(self) -> None:
         if self.fix.code is None:
-            self.notify("This fix has no code.", severity="warning")
+            self.notify(t("This fix has no code."), severity="warning")
             return
         self.app.copy_to_clipboard(self.fix.code.after)
-        self.notify("Copied the fixed code.", timeout=3)
+        self.notify(t("Copied the fixed code."), timeout=3)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

@@ -12,9 +12,10 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
+from ddpadvisor.i18n import t
 from ddpadvisor.tui.messages import CauseHighlighted, FixChosen
 from ddpadvisor.tui.screens.diagnose import ROOMY_HEIGHT, ROOMY_WIDTH
-from ddpadvisor.tui.session import format_value
+from ddpadvisor.tui.session import show_value
 from ddpadvisor.tui.widgets.cause_detail import CauseDetail
 from ddpadvisor.tui.widgets.claims import ClaimsPanel
 from ddpadvisor.tui.widgets.plots_panel import PlotsPanel
@@ -23,6 +24,9 @@ from ddpadvisor.tui.widgets.summary import SummaryBar
 
 if TYPE_CHECKING:
     from ddpadvisor.tui.app import DDPAdvisorApp
+
+
+TABS = {"causes": "Causes & fixes", "advice": "Forum advice", "plots": "Plots", "facts": "Facts"}
 
 
 class ResultsScreen(Screen[None]):
@@ -48,19 +52,20 @@ class ResultsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield SummaryBar(id="results-summary")
         with TabbedContent(initial=self.initial_tab, id="results-tabs"):
-            with TabPane("Causes & fixes", id="causes"), Horizontal(id="causes-split"):
+            with TabPane(t(TABS["causes"]), id="causes"), Horizontal(id="causes-split"):
                 yield RankingList(id="results-ranking")
                 yield CauseDetail(id="cause-detail")
-            with TabPane("Forum advice", id="advice"):
+            with TabPane(t(TABS["advice"]), id="advice"):
                 yield ClaimsPanel(detailed=True, id="results-claims")
-            with TabPane("Plots", id="plots"):
+            with TabPane(t(TABS["plots"]), id="plots"):
                 yield PlotsPanel(id="plots-panel")
-            with TabPane("Facts", id="facts"), VerticalScroll():
+            with TabPane(t(TABS["facts"]), id="facts"), VerticalScroll():
                 yield DataTable(id="facts-table", zebra_stripes=True, cursor_type="row")
                 yield Static(id="facts-warnings")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        self.advisor.localise(self)
         self._fit(self.app.size.width, self.app.size.height)
         self.refresh_results()
         ranking = self.query_one(RankingList)
@@ -82,6 +87,9 @@ class ResultsScreen(Screen[None]):
         session = self.advisor.session
         diagnosis = session.current
         self.query_one(SummaryBar).show(diagnosis, len(session.answers))
+        tabs = self.query_one(TabbedContent)
+        for pane, label in TABS.items():
+            tabs.get_tab(pane).label = t(label)
         ranking = self.query_one(RankingList)
         ranking.show(diagnosis)
         self._detail(ranking.selected_cause)
@@ -89,15 +97,15 @@ class ResultsScreen(Screen[None]):
         self.query_one(PlotsPanel).show(session.trace_dirs)
         table: DataTable[Any] = self.query_one("#facts-table", DataTable)
         table.clear(columns=True)
-        table.add_columns("fact", "value", "source", "where", "overrode")
+        table.add_columns(*(t(c) for c in ("fact", "value", "source", "where", "overrode")))
         for fact in diagnosis.facts:
-            overrode = ", ".join(f"{format_value(s.value)} ({s.source})" for s in fact.superseded)
+            overrode = ", ".join(f"{show_value(s.value)} ({t(s.source)})" for s in fact.superseded)
             table.add_row(
-                fact.fact, format_value(fact.value), fact.source, fact.where or "", overrode
+                fact.fact, show_value(fact.value), t(fact.source), fact.where or "", overrode
             )
         warnings = self.query_one("#facts-warnings", Static)
         warnings.update(
-            Content("Warnings:\n" + "\n".join(f"  ! {w}" for w in diagnosis.warnings))
+            Content(t("Warnings:") + "\n" + "\n".join(f"  ! {w}" for w in diagnosis.warnings))
             if diagnosis.warnings
             else Content("")
         )
@@ -134,7 +142,7 @@ class ResultsScreen(Screen[None]):
     def action_open_fix(self) -> None:
         self.query_one(TabbedContent).active = "causes"
         if not self.query_one(CauseDetail).open_fix():
-            self.notify("The selected cause has no fix.", severity="warning")
+            self.notify(t("The selected cause has no fix."), severity="warning")
 
     def action_export(self) -> None:
         self.advisor.open_export()

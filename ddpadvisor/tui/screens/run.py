@@ -38,6 +38,7 @@ class RunScreen(ModalScreen[RunOutcome | None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        self.advisor.localise(self)
         self.running = True
         self.post_message(RunStarted(self.request))
         self.execute()

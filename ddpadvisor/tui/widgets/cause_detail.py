@@ -11,6 +11,7 @@ from textual.content import Content
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from ddpadvisor.i18n import t
 from ddpadvisor.report.models import CauseOut
 from ddpadvisor.tui.messages import FixChosen
 from ddpadvisor.tui.widgets.why import explain
@@ -38,13 +39,13 @@ class CauseDetail(VerticalScroll):
         fixes = self.query_one("#cause-fixes", OptionList)
         title = self.query_one("#cause-fixes-title", Static)
         if cause.fixes:
-            title.update(Content.styled("\nFixes · Enter opens one", "bold"))
+            title.update(Content.styled("\n" + t("Fixes · Enter opens one"), "bold"))
             fixes.set_options(
                 Option(
                     Content.assemble(
                         (f"{i} ", "bold $text-accent"),
                         fix.title,
-                        (f"  ({fix.cost})", "$text-muted"),
+                        (t("  ({cost})", cost=t(fix.cost)), "$text-muted"),
                     ),
                     id=fix.id,
                 )
@@ -52,12 +53,14 @@ class CauseDetail(VerticalScroll):
             )
             fixes.display = True
         else:
-            title.update(Content.styled("\nNo fix: this is not a fault to repair.", "$text-muted"))
+            title.update(
+                Content.styled("\n" + t("No fix: this is not a fault to repair."), "$text-muted")
+            )
             fixes.clear_options()
             fixes.display = False
         refs = "\n".join(f"  {url}" for url in cause.references)
         self.query_one("#cause-refs", Static).update(
-            Content("References:\n" + refs) if refs else Content("")
+            Content(t("References:") + "\n" + refs) if refs else Content("")
         )
         self.scroll_home(animate=False)
 

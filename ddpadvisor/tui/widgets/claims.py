@@ -10,8 +10,9 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from ddpadvisor.i18n import current, t
 from ddpadvisor.report.models import ClaimOut
-from ddpadvisor.tui.layout_text import hang
+from ddpadvisor.tui.layout_text import hang, pad
 
 STANCE_STYLE = {
     "refuted": "bold $text-error",
@@ -22,9 +23,10 @@ STANCE_LABEL = {"refuted": "REFUTED", "confirmed": "CONFIRMED", "ruled-out": "RU
 
 
 def claim_content(claim: ClaimOut, *, detailed: bool, width: int = 0) -> Content:
+    # Columns in cells, wide enough for the longest label in either language.
     head = Content.assemble(
-        (f"{STANCE_LABEL[claim.stance]:<9} ", STANCE_STYLE[claim.stance]),
-        (f"{claim.verdict:<14} ", "$text-muted"),
+        (pad(t(STANCE_LABEL[claim.stance]), 9) + " ", STANCE_STYLE[claim.stance]),
+        (pad(t(claim.verdict), 14) + " ", "$text-muted"),
     )
     parts: list[str | tuple[str, str]] = [
         claim.text,
@@ -34,7 +36,7 @@ def claim_content(claim: ClaimOut, *, detailed: bool, width: int = 0) -> Content
         parts.append(("\n" + " ".join(claim.reason.split()), ""))
         parts.append(("\n" + claim.why_here, "$text-muted"))
         if claim.experiment:
-            parts.append(("\nShown by: " + claim.experiment, "$text-muted"))
+            parts.append(("\n" + t("Shown by: ") + claim.experiment, "$text-muted"))
     paragraphs = Content.assemble(*parts).split("\n")
     blank = Content(" " * head.cell_length)
     return Content("\n").join(
@@ -44,8 +46,8 @@ def claim_content(claim: ClaimOut, *, detailed: bool, width: int = 0) -> Content
 
 def count_line(claims: list[ClaimOut]) -> str:
     counts = {s: sum(c.stance == s for c in claims) for s in STANCE_LABEL}
-    shown = [f"{n} {s}" for s, n in counts.items() if n]
-    return ", ".join(shown) if shown else "none bears on this evidence yet"
+    shown = [t("{n} " + s, n=n) for s, n in counts.items() if n]
+    return t(", ").join(shown) if shown else t("none bears on this evidence yet")
 
 
 class ClaimsPanel(VerticalScroll):
@@ -56,17 +58,18 @@ class ClaimsPanel(VerticalScroll):
     def __init__(self, *, detailed: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.detailed = detailed
-        self.border_title = "Forum advice"
+        self.border_title = t("Forum advice")
         self.claims: list[ClaimOut] = []
+        self.lang = ""
 
     def compose(self) -> ComposeResult:
         yield Static(id="claims-body")
 
     def show(self, claims: list[ClaimOut]) -> None:
-        if claims == self.claims and self.border_title != "Forum advice":
+        if claims == self.claims and self.lang == current():
             return  # unchanged: re-wrapping dozens of claims on every answer is the slow part
-        self.claims = claims
-        self.border_title = f"Forum advice: {count_line(claims)}"
+        self.claims, self.lang = claims, current()
+        self.border_title = t("Forum advice: {counts}", counts=count_line(claims))
         self._render_body()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -78,8 +81,10 @@ class ClaimsPanel(VerticalScroll):
         if not claims:
             body.update(
                 Content.styled(
-                    "No forum advice bears on the evidence so far. "
-                    "Answer a few questions, or see every claim with 'ddpadvisor claims'.",
+                    t(
+                        "No forum advice bears on the evidence so far. "
+                        "Answer a few questions, or see every claim with 'ddpadvisor claims'."
+                    ),
                     "$text-muted",
                 )
             )

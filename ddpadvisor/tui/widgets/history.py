@@ -9,18 +9,20 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from ddpadvisor.i18n import t
 from ddpadvisor.report.models import FactOut
 from ddpadvisor.tui.layout_text import hang
 from ddpadvisor.tui.messages import EditAnswer
-from ddpadvisor.tui.session import TUI_WHERE, format_value
+from ddpadvisor.tui.session import TUI_WHERE, show_value
 
 
 def fact_line(number: int | None, fact: FactOut, width: int = 0) -> Content:
     label = f"{number:>2}. " if number is not None else "    "
-    origin = fact.source if fact.where in (None, TUI_WHERE) else f"{fact.source} · {fact.where}"
+    source = t(fact.source)
+    origin = source if fact.where in (None, TUI_WHERE) else f"{source} · {fact.where}"
     body = Content.assemble(
         (fact.fact, "bold"),
-        f" = {format_value(fact.value)}",
+        f" = {show_value(fact.value)}",
         (f"  {origin}", "$text-muted"),
     )
     return hang(Content.styled(label, "$text-muted"), body, width)
@@ -31,13 +33,14 @@ class HistoryList(OptionList):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.border_title = "Evidence · Enter changes an answer"
+        self.border_title = t("Evidence · Enter changes an answer")
         self.order: list[str] = []
         self.facts: list[FactOut] = []
 
     def show(self, order: list[str], facts: list[FactOut]) -> None:
         """``order``: facts answered in the TUI, oldest first; the rest follow by name."""
         self.order, self.facts = order, facts
+        self.border_title = t("Evidence · Enter changes an answer")
         self._rebuild()
 
     def on_resize(self, event: events.Resize) -> None:

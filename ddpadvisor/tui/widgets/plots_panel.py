@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from ddpadvisor.i18n import t
 from ddpadvisor.tui.trace_series import read_series
 from ddpadvisor.tui.widgets.rank_plot import RankPlot
 
@@ -22,13 +23,13 @@ class PlotsPanel(VerticalScroll):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.border_title = "Per-rank plots"
+        self.border_title = t("Per-rank plots")
         self.folder: Path | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="plots-note", classes="muted")
         for name, title in PLOTS:
-            yield RankPlot(title, id=f"plot-{name}")
+            yield RankPlot(t(title), id=f"plot-{name}")
 
     def on_resize(self, event: events.Resize) -> None:
         self._share_height()
@@ -45,13 +46,18 @@ class PlotsPanel(VerticalScroll):
             plot.styles.height = each
 
     def show(self, trace_dirs: list[Path]) -> None:
+        self.border_title = t("Per-rank plots")
+        for name, title in PLOTS:
+            self.query_one(f"#plot-{name}", RankPlot).set_title(t(title))
         note = self.query_one("#plots-note", Static)
         plots = {name: self.query_one(f"#plot-{name}", RankPlot) for name, _ in PLOTS}
         if not trace_dirs:
             note.update(
                 Content(
-                    "No trace loaded. Trace your script (t on the question screen, or "
-                    "'ddpadvisor trace --out DIR -- train.py'), then load the folder with o."
+                    t(
+                        "No trace loaded. Trace your script (t on the question screen, or "
+                        "'ddpadvisor trace --out DIR -- train.py'), then load the folder with o."
+                    )
                 )
             )
             for plot in plots.values():
@@ -60,9 +66,20 @@ class PlotsPanel(VerticalScroll):
         self.folder = trace_dirs[-1]
         series = read_series(self.folder)
         skipped = (
-            f" · {series.skipped_lines} unreadable lines skipped" if series.skipped_lines else ""
+            t(" · {n} unreadable lines skipped", n=series.skipped_lines)
+            if series.skipped_lines
+            else ""
         )
-        note.update(Content(f"trace {self.folder.name}: {len(series.ranks())} ranks{skipped}"))
+        note.update(
+            Content(
+                t(
+                    "trace {name}: {ranks} ranks{skipped}",
+                    name=self.folder.name,
+                    ranks=len(series.ranks()),
+                    skipped=skipped,
+                )
+            )
+        )
         for name, plot in plots.items():
             by_rank = series.series.get(name, {})
             plot.display = bool(by_rank) or name == "loss"

@@ -8,13 +8,15 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
+from ddpadvisor.i18n import t
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.tui.messages import AnswerChosen, QuestionSkipped, RunAsked
 from ddpadvisor.tui.session import Prompt, format_value
 from ddpadvisor.tui.widgets.error_line import ErrorLine
+from ddpadvisor.tui.widgets.paragraph import Paragraph
 
 DONT_KNOW = "dont-know"
 SKIP = "skip"
@@ -35,8 +37,8 @@ class QuestionPanel(Vertical):
         self._values: list[str] = []  # answer values in the order of their number keys
 
     def compose(self) -> ComposeResult:
-        yield Static(id="q-text")
-        yield Static(id="q-help", classes="muted")
+        yield Paragraph(id="q-text")
+        yield Paragraph(id="q-help", classes="muted")
         yield Input(id="q-input")
         yield OptionList(id="q-choices")
         yield ErrorLine(id="q-error")
@@ -44,22 +46,22 @@ class QuestionPanel(Vertical):
     # -- showing ----------------------------------------------------------------------------
     def show(self, prompt: Prompt | None, *, settled: str | None = None) -> None:
         self.prompt = prompt
-        text = self.query_one("#q-text", Static)
-        help_ = self.query_one("#q-help", Static)
+        text = self.query_one("#q-text", Paragraph)
+        help_ = self.query_one("#q-help", Paragraph)
         entry = self.query_one("#q-input", Input)
         choices = self.query_one("#q-choices", OptionList)
         self.query_one("#q-error", ErrorLine).show("")
         self._values = []
         if prompt is None:
-            self.border_title = "Nothing left to ask"
+            self.border_title = t("Nothing left to ask")
             self.border_subtitle = settled or ""
-            text.update(
+            text.set_text(
                 Content.assemble(
-                    "No question is worth asking any more. ",
+                    t("No question is worth asking any more. "),
                     ("f", "bold $text-accent"),
-                    " shows the results and fixes, ",
+                    t(" shows the results and fixes, "),
                     ("o", "bold $text-accent"),
-                    " adds evidence.",
+                    t(" adds evidence."),
                 )
             )
             help_.display = False
@@ -68,39 +70,41 @@ class QuestionPanel(Vertical):
             choices.display = False
             return
         self.border_title = _title(prompt)
-        self.border_subtitle = f"{settled} · more answers are optional" if settled else ""
-        text.update(Content(prompt.question))
-        help_.update(Content(prompt.help or ""))
+        self.border_subtitle = (
+            t("{settled} · more answers are optional", settled=settled) if settled else ""
+        )
+        text.set_text(Content(prompt.question))
+        help_.set_text(Content(prompt.help or ""))
         help_.display = bool(prompt.help)
         options: list[Option] = []
         if prompt.how in ("probe", "trace"):
             action = (
-                f"Run probe '{prompt.probe}' now"
+                t("Run probe '{probe}' now", probe=prompt.probe)
                 if prompt.how == "probe"
-                else "Trace my training script"
+                else t("Trace my training script")
             )
             options = [
                 _option(1, action, RUN),
-                _option(2, "Skip: ask something else", SKIP),
+                _option(2, t("Skip: ask something else"), SKIP),
             ]
             entry.display = False
         elif prompt.choices:
             for i, value in enumerate(prompt.choices, start=1):
-                label = _BOOL_LABELS.get(value, value) if prompt.type == "bool" else value
+                label = t(_BOOL_LABELS.get(value, value)) if prompt.type == "bool" else value
                 current = prompt.current is not None and format_value(prompt.current) == value
                 options.append(
-                    _option(i, label + ("  (current)" if current else ""), ANSWER + value)
+                    _option(i, label + (t("  (current)") if current else ""), ANSWER + value)
                 )
                 self._values.append(value)
-            options.append(_option(0, "don't know", DONT_KNOW))
+            options.append(_option(0, t("don't know"), DONT_KNOW))
             entry.display = False
         else:
             entry.display = True
             entry.value = "" if prompt.current is None else format_value(prompt.current)
-            entry.placeholder = {"int": "a whole number", "float": "a number"}.get(
-                prompt.type, "text"
+            entry.placeholder = t(
+                {"int": "a whole number", "float": "a number"}.get(prompt.type, "text")
             )
-            options = [_option(0, "don't know", DONT_KNOW)]
+            options = [_option(0, t("don't know"), DONT_KNOW)]
         choices.set_options(options)
         choices.display = True
         choices.highlighted = self._current_index(prompt)
@@ -174,14 +178,21 @@ class QuestionPanel(Vertical):
             return
         raw = event.value.strip()
         if not raw:
-            self.show_error('Type a value, or choose "don\'t know".')
+            self.show_error(t('Type a value, or choose "don\'t know".'))
             return
         if prompt.type in ("int", "float"):
             try:
                 float(raw) if prompt.type == "float" else int(raw)
             except ValueError:
-                kind = "a whole number" if prompt.type == "int" else "a number"
-                self.show_error(f"{prompt.fact} expects {kind}, got {raw!r}")
+                kind = t("a whole number" if prompt.type == "int" else "a number")
+                self.show_error(
+                    t(
+                        "{fact} expects {kind}, got {raw}",
+                        fact=prompt.fact,
+                        kind=kind,
+                        raw=repr(raw),
+                    )
+                )
                 return
         self.post_message(AnswerChosen(prompt.fact, raw))
 
@@ -195,7 +206,13 @@ def _option(number: int, label: str, option_id: str) -> Option:
 
 def _title(prompt: Prompt) -> str:
     if prompt.editing:
-        return f"Change your answer · {prompt.fact}"
-    kind = {"probe": "Next step: measure", "trace": "Next step: trace"}.get(prompt.how, "Question")
-    gain = f" · {prompt.expected_gain:.2f} bits" if prompt.expected_gain is not None else ""
+        return t("Change your answer · {fact}", fact=prompt.fact)
+    kind = t(
+        {"probe": "Next step: measure", "trace": "Next step: trace"}.get(prompt.how, "Question")
+    )
+    gain = (
+        t(" · {gain} bits", gain=f"{prompt.expected_gain:.2f}")
+        if prompt.expected_gain is not None
+        else ""
+    )
     return f"{kind}{gain}"

@@ -12,6 +12,8 @@ from typing import Any
 from textual.content import Content, Span
 from textual.widget import Widget
 
+from ddpadvisor.i18n import t
+
 MARKERS = ("•", "×", "◆", "▲", "■", "○", "◇", "△")
 RANK_STYLES = (
     "$text-accent",
@@ -47,7 +49,7 @@ def plot_text(title: str, by_rank: dict[int, Points], width: int, height: int) -
         xs = [p[0] for p in points]
         ys = [p[1] for p in points]
         fig.draw(fig.signal(xs, ys, marker=MARKERS[i % len(MARKERS)]).lines())
-    fig.label("step", axis=0)
+    fig.label(t("step"), axis=0)
     text: str = fig.build().string(colorless=True)
     return text.rstrip("\n")
 
@@ -56,11 +58,11 @@ def legend(by_rank: dict[int, Points]) -> Content:
     parts: list[str | tuple[str, str]] = []
     for i, rank in enumerate(sorted(by_rank)):
         parts.append((f" {MARKERS[i % len(MARKERS)]} ", RANK_STYLES[i % len(RANK_STYLES)]))
-        parts.append(f"rank {rank} ")
+        parts.append(t("rank {rank} ", rank=rank))
     series = list(by_rank.values())
     if len(series) > 1 and all(s == series[0] for s in series):
         # The last rank is drawn over the others; say so, or the plot looks like one rank.
-        parts.append((" (identical on every rank)", "$text-muted"))
+        parts.append((t(" (identical on every rank)"), "$text-muted"))
     return Content.assemble(*parts)
 
 
@@ -83,6 +85,12 @@ class RankPlot(Widget):
         self.by_rank: dict[int, Points] = {}
         self._cache: tuple[tuple[int, int], Content] | None = None
 
+    def set_title(self, title: str) -> None:
+        if title != self.title:
+            self.title = title
+            self._cache = None
+            self.refresh()
+
     def show(self, by_rank: dict[int, Points]) -> None:
         self.by_rank = by_rank
         self._cache = None
@@ -90,10 +98,12 @@ class RankPlot(Widget):
 
     def render(self) -> Content:
         if not any(self.by_rank.values()):
-            return Content.styled(f"{self.title}: no data in this trace", "$text-muted")
+            return Content.styled(
+                t("{title}: no data in this trace", title=self.title), "$text-muted"
+            )
         width, height = self.content_size.width, self.content_size.height
         if width < 20 or height < 6:
-            return Content.styled(f"{self.title}: too small to draw", "$text-muted")
+            return Content.styled(t("{title}: too small to draw", title=self.title), "$text-muted")
         key = (width, height)
         if self._cache is None or self._cache[0] != key:
             head = Content.assemble((self.title, "bold"), "  ", legend(self.by_rank))

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from rich.cells import cell_len
 from textual import events, on
 from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
+from ddpadvisor.i18n import t
 from ddpadvisor.report.models import CauseOut, Diagnosis
 from ddpadvisor.tui.messages import CauseHighlighted
 
@@ -39,7 +41,7 @@ def cause_line(cause: CauseOut, width: int, *, top: bool, name_width: int = 40) 
 
 
 def _name(cause: CauseOut) -> str:
-    return cause.id if not cause.catch_all else f"{cause.id} (no catalogued fault)"
+    return cause.id if not cause.catch_all else cause.id + t(" (no catalogued fault)")
 
 
 class RankingList(OptionList):
@@ -51,9 +53,13 @@ class RankingList(OptionList):
         super().__init__(**kwargs)
         self.limit = limit
         self.diagnosis: Diagnosis | None = None
-        self.border_title = "Causes, most likely first"
+        self.relabel()
+
+    def relabel(self) -> None:
+        self.border_title = t("Causes, most likely first")
 
     def show(self, diagnosis: Diagnosis) -> None:
+        self.relabel()
         # Follow the top while the user looks at it; keep a cause they picked themselves.
         keep = None if self.highlighted in (None, 0) else self.selected_cause
         self.diagnosis = diagnosis
@@ -73,7 +79,7 @@ class RankingList(OptionList):
             return
         causes = self.diagnosis.causes[: self.limit] if self.limit else self.diagnosis.causes
         width = self.scrollable_content_region.width or 60
-        longest = max((len(_name(c)) for c in causes), default=20)
+        longest = max((cell_len(_name(c)) for c in causes), default=20)
         self.set_options(
             Option(cause_line(c, width, top=c.rank == 1, name_width=longest), id=c.id)
             for c in causes

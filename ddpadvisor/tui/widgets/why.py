@@ -9,9 +9,10 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from ddpadvisor.i18n import t
 from ddpadvisor.report.models import CauseOut, EvidenceItem
-from ddpadvisor.tui.layout_text import hang
-from ddpadvisor.tui.session import format_value
+from ddpadvisor.tui.layout_text import hang, paragraph
+from ddpadvisor.tui.session import show_value
 
 
 def evidence_line(ev: EvidenceItem, width: int = 0) -> Content:
@@ -19,14 +20,14 @@ def evidence_line(ev: EvidenceItem, width: int = 0) -> Content:
     where = f" · {ev.where}" if ev.where else ""
     via = ""
     if len(ev.path) == 3:  # cause, mechanism, finding
-        via = f" · via {ev.path[1].split(':', 1)[-1]}"
+        via = f" · {t('via')} {ev.path[1].split(':', 1)[-1]}"
     head = Content.assemble(
         ("▲ " if up else "▼ ", "bold $text-success" if up else "bold $text-error"),
         (f"{ev.size:+.1f} ", "bold"),
     )
     body = Content.assemble(
-        f"{ev.fact} = {format_value(ev.value)}",
-        (f"  {ev.source}{where}{via}", "$text-muted"),
+        f"{ev.fact} = {show_value(ev.value)}",
+        (f"  {t(ev.source)}{where}{via}", "$text-muted"),
     )
     lines = [hang(head, body, width)]
     if ev.detail:
@@ -40,24 +41,26 @@ def explain(cause: CauseOut, *, mechanism: bool = True, width: int = 0) -> Conte
     head = Content.assemble(
         (f"#{cause.rank} {cause.id}", "bold"),
         f"  {cause.score:.0%}",
-        (f"  (prior {cause.prior:.0%})", "$text-muted"),
+        (t("  (prior {prior})", prior=f"{cause.prior:.0%}"), "$text-muted"),
     )
-    lines: list[Content] = [head, Content(cause.title)]
+    lines: list[Content] = [head, paragraph(cause.title, width)]
     if cause.evidence:
-        lines.append(Content.styled("Moved by (log10 likelihood ratio):", "bold"))
+        lines.append(Content.styled(t("Moved by (log10 likelihood ratio):"), "bold"))
         lines.extend(evidence_line(ev, width) for ev in cause.evidence)
     else:
         lines.append(
             Content.styled(
-                "No observation bears on it yet: it stands on its prior and on what moved "
-                "the others.",
+                t(
+                    "No observation bears on it yet: it stands on its prior and on what moved "
+                    "the others."
+                ),
                 "$text-muted",
             )
         )
     if mechanism and cause.mechanism:
         lines.append(Content(""))
-        lines.append(Content.styled("Mechanism", "bold"))
-        lines.append(Content(" ".join(cause.mechanism.split())))
+        lines.append(Content.styled(t("Mechanism"), "bold"))
+        lines.append(paragraph(" ".join(cause.mechanism.split()), width))
     return Content("\n").join(lines)
 
 
@@ -66,7 +69,7 @@ class WhyPanel(VerticalScroll):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.border_title = "Why"
+        self.border_title = t("Why")
         self._body = Static(id="why-body")
         self.cause: CauseOut | None = None
 
@@ -76,9 +79,10 @@ class WhyPanel(VerticalScroll):
     def show(self, cause: CauseOut | None) -> None:
         self.cause = cause
         if cause is None:
+            self.border_title = t("Why")
             self._body.update("")
             return
-        self.border_title = f"Why {cause.id}"
+        self.border_title = t("Why {cause}", cause=cause.id)
         self._body.update(explain(cause, width=self.scrollable_content_region.width))
         self.scroll_home(animate=False)
 
