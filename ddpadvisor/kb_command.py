@@ -54,7 +54,13 @@ def _parser() -> Parser:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    kb = load_kb(default_dirs(args.kb_dirs, bundled=not args.only))
+    dirs = default_dirs(args.kb_dirs, bundled=not args.only)
+    if args.cmd == "test":  # the cache serves rule tests as it serves diagnoses
+        from ddpadvisor.engine.cache import load_cached
+
+        kb, model = load_cached(dirs)
+    else:
+        kb, model = load_kb(dirs), None
     if args.cmd == "validate":
         return _validate(kb, args.seeds)
     if kb.problems:
@@ -62,7 +68,7 @@ def main(argv: list[str]) -> int:
             print(f"ddpadvisor: error: {p}", file=sys.stderr)
         return 2
     if args.cmd == "test":
-        return _test(kb, args.lang)
+        return _test(kb, model, args.lang)
     return _graph(kb, args.format, args.output)
 
 
@@ -96,11 +102,11 @@ def _validate(kb, seeds: Path | None) -> int:  # type: ignore[no-untyped-def]
     return 0
 
 
-def _test(kb, lang: str = "en") -> int:  # type: ignore[no-untyped-def]
+def _test(kb, model, lang: str = "en") -> int:  # type: ignore[no-untyped-def]
     from ddpadvisor.engine.diagnose import Engine
     from ddpadvisor.engine.ruletest import run_all
 
-    engine = Engine(kb)
+    engine = Engine(kb, model)
     outcomes = run_all(engine)
     if lang != "en":
         from ddpadvisor.engine.ruletest import untranslated_in

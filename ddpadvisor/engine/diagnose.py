@@ -78,6 +78,10 @@ def resolve(observations: Iterable[Observation], lang: Lang = "en") -> Resolved:
     return Resolved(winners, superseded, warnings)
 
 
+# A rule folder of thousands of causes would otherwise put every one in the output.
+LIST_AT_MOST = 50
+
+
 class Engine:
     """Facts, causes and the graph; nothing about files, torch or terminals."""
 
@@ -152,9 +156,15 @@ class Engine:
         observed = self.observed_classes(res.winners)
         post = posterior(self.model, observed)
         ranking = post.ranking()
+        shown = ranking[:top] if top else ranking
+        if top is None and len(ranking) > LIST_AT_MOST:
+            shown = ranking[:LIST_AT_MOST]
+            res.warnings.append(
+                f"listing the {LIST_AT_MOST} most likely of {len(ranking)} causes "
+                "(--top N for another number, --top 0 for all)"
+            )
         causes = [
-            self._cause_out(post, i, rank + 1, res.winners, lang)
-            for rank, i in enumerate(ranking[:top] if top else ranking)
+            self._cause_out(post, i, rank + 1, res.winners, lang) for rank, i in enumerate(shown)
         ]
         questions = self.questions(post, set(observed), gpu_available=gpu_available, lang=lang)
         best = post.probs[ranking[0]]
