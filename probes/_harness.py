@@ -11,6 +11,7 @@ imports anything but the standard library and torch; numpy is never needed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import importlib
@@ -19,6 +20,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
 import types
@@ -26,6 +28,7 @@ from typing import Any
 
 # Version of the result records (<probe>/rank<k>.json). ddpadvisor's reader checks it.
 FORMAT = 2  # 2: strict JSON (non-finite floats as strings), "started" time per record
+PREFETCH_ENV = "DDPADVISOR_PROBE_PREFETCH"  # "0": no background import (for measurements)
 FAULT_ENV = "DDPADVISOR_PROBE_FAULT"  # test-only fault injection, see probes/README.md
 ORIGINAL_ENV = dict(os.environ)  # before the harness adds anything
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -213,6 +216,26 @@ def init_distributed(backend: str, timeout: float) -> types.SimpleNamespace:
     )
 
 
+def prefetch_ddp_imports(modules: list[types.ModuleType]) -> threading.Thread | None:
+    """Import torch._dynamo in the background while the probes before the first DDP one run.
+
+    DistributedDataParallel's constructor imports torch._dynamo (seconds); the probes that run
+    first (env, collective, ...) mostly wait on sockets, so the import overlaps them. The
+    probe that builds DDP simply waits for the import when it gets there first.
+    """
+    uses = [bool(getattr(m, "USES_DDP", False)) for m in modules]
+    if os.environ.get(PREFETCH_ENV, "1") == "0" or not any(uses) or uses[0]:
+        return None
+
+    def work() -> None:
+        with contextlib.suppress(Exception):  # the probe that needs it reports the failure
+            importlib.import_module("torch._dynamo")
+
+    thread = threading.Thread(target=work, name="ddpadvisor-prefetch", daemon=True)
+    thread.start()
+    return thread
+
+
 def _parse(modules: list[types.ModuleType], argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="ddpadvisor probes: " + ", ".join(m.NAME for m in modules),
@@ -287,6 +310,7 @@ def probe_main(modules: list[types.ModuleType], argv: list[str] | None = None) -
         raise
     import torch.distributed as dist
 
+    prefetch_ddp_imports(modules)
     for module in modules:
         set_status(args.out, ctx.rank, "running", module.NAME)
         record = _run_one(module, args, ctx)

@@ -34,6 +34,7 @@ import _harness
 sys.path.pop(0)
 
 NAME = "checksums"
+USES_DDP = True  # the harness imports torch._dynamo early for it
 BUILTIN = "built-in tiny transformer"
 
 

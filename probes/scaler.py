@@ -29,6 +29,7 @@ import _harness
 sys.path.pop(0)
 
 NAME = "scaler"
+USES_DDP = True  # the harness imports torch._dynamo early for it
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
