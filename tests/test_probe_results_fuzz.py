@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from ddpadvisor.cli import main as cli_main
 from ddpadvisor.errors import InputError
-from ddpadvisor.evidence.probe_results import read_probe_results
+from ddpadvisor.evidence.probe_results import MAX_BYTES, read_probe_results
 from tests.conftest import REPO
 
 REAL = REPO / "tests" / "probe_fixtures" / "gloo2"
@@ -68,6 +68,7 @@ RAW = st.sampled_from(
         "copy_rank0",
         "secret_symlink",
         "half_written",
+        "huge",
     ]
 )
 
@@ -136,6 +137,9 @@ def _damage_raw(folder: Path, rel: str, kind: str) -> None:
             shutil.copy(other, path)
         else:
             path.write_text(text.replace('"rank": 0', '"rank": 1', 1))
+    elif kind == "huge":  # sparse: costs no disk, must not be read
+        with path.open("r+b") as fh:
+            fh.truncate(MAX_BYTES + 1)
     elif kind == "half_written":
         path.with_name(path.name + ".123.tmp").write_text(text[:10] + MARKER)
 
@@ -248,6 +252,9 @@ def test_the_real_folder_reads_cleanly(engine: Any) -> None:
         ("fifo", "not a regular file"),
         ("duplicate_key", "duplicate key"),
         ("half_written", "half-written"),
+        ("huge", "byte limit"),
+        ("deep", "nested deeper than"),
+        ("not_utf8", ":1: not UTF-8 text"),
     ],
 )
 def test_each_damage_is_named_with_file_and_line(
