@@ -102,8 +102,6 @@ def all_gather_json(obj: Any, world_size: int, group: Any = None) -> list[Any]:
     import torch
     import torch.distributed as dist
 
-    if world_size == 1:
-        return [json.loads(json.dumps(obj))]
     backend = str(dist.get_backend(group))
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else None
     data = json.dumps(obj, separators=(",", ":")).encode("utf-8")

@@ -441,3 +441,24 @@ def test_probe_list_names_every_probe(capsys: pytest.CaptureFixture[str]) -> Non
     from ddpadvisor.bundled import probe_catalog
 
     assert list(probe_catalog()) == PROBE_FILES
+
+
+def test_result_files_are_strict_json_with_non_finite_numbers_in_words(tmp_path: Path) -> None:
+    harness = load_probe("_harness")
+    path = tmp_path / "probe" / "rank0.json"
+    harness.write_json(str(path), {"err": [float("nan"), float("inf"), -float("inf"), 1.5]})
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"{token} token in a result file")
+
+    assert json.loads(path.read_text(), parse_constant=refuse) == {
+        "err": ["nan", "inf", "-inf", 1.5]
+    }
+    assert not list(path.parent.glob("*.tmp"))  # written atomically
+
+
+def test_gathering_goes_through_json(world_of_one: Any) -> None:
+    harness = load_probe("_harness")
+    sent = (["a", "é"], [[1.0, 2.5e-300]], {"k": None})
+    assert harness.all_gather_json(sent, 1) == [[["a", "é"], [[1.0, 2.5e-300]], {"k": None}]]
+    assert harness.all_gather_json("", 1) == [""]
