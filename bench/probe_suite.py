@@ -1,9 +1,14 @@
-"""Wall time of the full probe suite (`ddpadvisor probe`, 2 gloo ranks) next to a bare launch.
+"""Wall time of the probe suite (2 gloo ranks) next to `accelerate test`, side by side.
 
-    python bench/probe_suite.py [--repeat N] [--nproc 2] [--backend gloo]
+    python bench/probe_suite.py [--repeat 3] [--nproc 2] [--no-accelerate] [--no-cli]
 
-The bare launch runs a script that only imports torch and joins the process group, so the
-difference is what the probes themselves cost. Per-probe times come from the rank files.
+Each round runs, one after the other: ``torchrun probes/run_all.py``, ``ddpadvisor probe``
+and ``accelerate test``; the medians over the rounds are compared, so a change in the
+machine's load hits all of them alike. accelerate lives in the bench's own environment (a
+venv under ~/.cache/ddpadvisor-bench that sees this interpreter's packages through a .pth
+file and gets accelerate by pip), never in the project's. ``accelerate test`` runs with its
+defaults: on a machine without GPUs that is one process. The load average is printed with
+the figures; per-probe seconds and start offsets come from the rank files.
 """
 
 from __future__ import annotations
@@ -14,65 +19,115 @@ import os
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
 
-PROBES = ("env", "collective", "seeds", "sampler", "checksums", "scaler")
-BARE = """
-import torch.distributed as dist
-dist.init_process_group("gloo")
-dist.barrier()
-dist.destroy_process_group()
-"""
+REPO = Path(__file__).resolve().parent.parent
+PROBES = [e["name"] for e in json.loads((REPO / "probes" / "catalog.json").read_text())["probes"]]
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddpadvisor-bench"
 
 
-def bare_launch(nproc: int, folder: Path) -> float:
-    script = folder / "bare.py"
-    script.write_text(BARE)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    cmd += ["--nproc_per_node", str(nproc), str(script)]
+def accelerate_env() -> Path:
+    """The bench's venv with accelerate (created once, reused); returns its bin folder."""
+    venv = CACHE / "accelerate-venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        # This interpreter's packages (torch, numpy) without copying them.
+        (Path(site) / "_ddpadvisor_bench_parent.pth").write_text(
+            sysconfig.get_paths()["purelib"] + "\n"
+        )
+    if not (venv / "bin" / "accelerate").exists():
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        # Into this venv even where the parent environment happens to hold accelerate; then
+        # whatever of its dependencies the parent lacks.
+        subprocess.run([*pip, "--force-reinstall", "--no-deps", "accelerate"], check=True)
+        subprocess.run([*pip, "accelerate"], check=True)
+    return venv / "bin"
+
+
+def timed(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, str]:
     started = time.perf_counter()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run(cmd, check=True, capture_output=True, env=env)
-    return time.perf_counter() - started
-
-
-def suite(nproc: int, backend: str, out: Path) -> tuple[float, dict[str, float]]:
-    cmd = [sys.executable, "-m", "ddpadvisor", "probe", "--nproc", str(nproc)]
-    cmd += ["--backend", backend, "--out", str(out), "--quiet"]
-    started = time.perf_counter()
-    subprocess.run(cmd, check=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - started
-    per_probe = {}
-    for name in PROBES:
-        records = [json.loads(p.read_text()) for p in (out / name).glob("rank*.json")]
-        per_probe[name] = max(r["seconds"] for r in records)
-    return wall, per_probe
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"{' '.join(cmd[:4])}... failed ({proc.returncode}):\n{proc.stderr[-2000:]}"
+        )
+    return wall, proc.stdout
+
+
+def per_probe(out: Path) -> dict[str, tuple[float, float]]:
+    """Probe -> (seconds, start offset from the first probe's start), slowest rank."""
+    records = {p: [json.loads(f.read_text()) for f in (out / p).glob("rank*.json")] for p in PROBES}
+    first = min(r.get("started", 0.0) for rs in records.values() for r in rs)
+    return {
+        p: (max(r["seconds"] for r in rs), max(r.get("started", first) for r in rs) - first)
+        for p, rs in records.items()
+        if rs
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--nproc", type=int, default=2)
-    parser.add_argument("--backend", default="gloo")
+    parser.add_argument("--no-accelerate", action="store_true")
+    parser.add_argument("--no-cli", action="store_true", help="skip `ddpadvisor probe`")
     args = parser.parse_args()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    accel_bin = None if args.no_accelerate else accelerate_env()
+    load_before = os.getloadavg()
+    times: dict[str, list[float]] = {"torchrun run_all.py": [], "ddpadvisor probe": []}
+    times["accelerate test"] = []
+    probes: list[dict[str, tuple[float, float]]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        bare = [bare_launch(args.nproc, folder) for _ in range(args.repeat)]
-        walls, probes = [], []
         for i in range(args.repeat):
-            wall, per_probe = suite(args.nproc, args.backend, folder / f"run{i}")
-            walls.append(wall)
-            probes.append(per_probe)
-    print(f"bare torchrun launch ({args.nproc} ranks): median {statistics.median(bare):.1f} s")
+            out = Path(tmp) / f"direct{i}"
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+            cmd += ["--nproc_per_node", str(args.nproc), str(REPO / "probes" / "run_all.py")]
+            cmd += ["--backend", "gloo", "--out", str(out)]
+            times["torchrun run_all.py"].append(timed(cmd, env)[0])
+            probes.append(per_probe(out))
+            if not args.no_cli:
+                cmd = [sys.executable, "-m", "ddpadvisor", "probe", "--nproc", str(args.nproc)]
+                cmd += ["--backend", "gloo", "--out", str(Path(tmp) / f"cli{i}"), "--quiet"]
+                times["ddpadvisor probe"].append(timed(cmd, env)[0])
+            if accel_bin is not None:
+                accel_env = {**env, "PATH": f"{accel_bin}:{env.get('PATH', '')}"}
+                wall, stdout = timed([str(accel_bin / "accelerate"), "test"], accel_env, Path(tmp))
+                if "Test is a success" not in stdout:
+                    raise SystemExit("accelerate test did not report success")
+                times["accelerate test"].append(wall)
+    load_after = os.getloadavg()
+    cores = os.cpu_count()
     print(
-        f"full probe suite ({args.nproc} {args.backend} ranks): median "
-        f"{statistics.median(walls):.1f} s  (runs: {', '.join(f'{w:.1f}' for w in walls)})"
+        f"machine: {cores} cores, load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after; {args.repeat} alternating rounds, medians:"
     )
+    medians = {}
+    for name, walls in times.items():
+        if walls:
+            medians[name] = statistics.median(walls)
+            runs = ", ".join(f"{w:.2f}" for w in walls)
+            print(f"  {name:<22} {medians[name]:6.2f} s   (runs: {runs})")
+    base = medians.get("accelerate test")
+    for name in ("torchrun run_all.py", "ddpadvisor probe"):
+        if base and name in medians:
+            print(f"  ratio {name} / accelerate test: {medians[name] / base:.2f}")
+    print(f"per probe ({args.nproc} gloo ranks, slowest rank; start offset from the first):")
     for name in PROBES:
-        times = [p[name] for p in probes]
-        print(f"  {name:<11} {statistics.median(times):6.2f} s")
+        secs = statistics.median(p[name][0] for p in probes if name in p)
+        offset = statistics.median(p[name][1] for p in probes if name in p)
+        print(f"  {name:<11} {secs:6.2f} s   starts at +{offset:5.2f} s")
     return 0
 
 

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import gc
-import importlib
-import importlib.util
-import json
 import os
 import platform
 import socket
 import sys
-import time
-import traceback
 import types
 import warnings
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _harness.py beside it
+import _harness
+
+sys.path.pop(0)
 
 NAME = "env"
 
@@ -177,9 +175,8 @@ def differences(per_rank: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace, ctx: types.SimpleNamespace) -> dict[str, Any]:
-    import torch.distributed as dist
 
-    environ = relevant_env(ORIGINAL_ENV)
+    environ = relevant_env(_harness.ORIGINAL_ENV)
     gpu = gpu_info(ctx.device)
     mine = {
         **versions(),
@@ -190,12 +187,11 @@ def run(args: argparse.Namespace, ctx: types.SimpleNamespace) -> dict[str, Any]:
         "bf16_native": gpu["bf16_native"] if gpu else None,
         **{f"env:{k}": v for k, v in environ.items()},
     }
-    gathered: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(gathered, mine)
+    gathered = _harness.all_gather_json(mine, ctx.world_size)
     # Host names and per-rank GPUs are expected to differ; anything else is worth a look.
     expected = {"host"}
     diffs = [d for d in differences(gathered) if d["key"] not in expected]
-    overrides = nccl_overrides(ORIGINAL_ENV)
+    overrides = nccl_overrides(_harness.ORIGINAL_ENV)
     hosts = sorted({g["host"] for g in gathered})
     summary = (
         f"torch {mine['torch']}, {ctx.backend}, {ctx.world_size} ranks on {len(hosts)} host(s), "
@@ -214,212 +210,13 @@ def run(args: argparse.Namespace, ctx: types.SimpleNamespace) -> dict[str, Any]:
         "gpu": gpu,
         "env": environ,
         "nccl_overrides": overrides,
-        "nccl_algo": ORIGINAL_ENV.get("NCCL_ALGO"),
-        "nccl_proto": ORIGINAL_ENV.get("NCCL_PROTO"),
+        "nccl_algo": _harness.ORIGINAL_ENV.get("NCCL_ALGO"),
+        "nccl_proto": _harness.ORIGINAL_ENV.get("NCCL_PROTO"),
         "flags": numeric_flags(),
         "consistent": not diffs,
         "differences": diffs,
     }
 
 
-# >>> harness >>>
-# The same text sits at the end of every probe file (tests/test_probes_static.py checks it),
-# so that each file runs alone under torchrun or srun with nothing but torch installed.
-# run_all.py drives several probes through it in one launch.
-
-FORMAT = 1
-FAULT_ENV = "DDPADVISOR_PROBE_FAULT"  # test-only fault injection, see probes/README.md
-ORIGINAL_ENV = dict(os.environ)  # before the harness adds anything
-
-
-def fault_for(probe: str, rank: int) -> str | None:
-    """Injected fault for this probe and rank, from ``KIND:rank=R[:probe=NAME]`` (tests only)."""
-    kind, *options = os.environ.get(FAULT_ENV, "").split(":")
-    fields = dict(opt.split("=", 1) for opt in options if "=" in opt)
-    if not kind or fields.get("rank", str(rank)) != str(rank):
-        return None
-    return kind if fields.get("probe", probe) == probe else None
-
-
-def load_object(spec: str) -> Any:
-    """Import ``MODULE:NAME`` or ``path/to/file.py:NAME``, relative to the working folder."""
-    module_name, _, attr = spec.rpartition(":")
-    if not module_name or not attr:
-        raise ValueError(f"expected MODULE:NAME, got {spec!r}")
-    if module_name.endswith(".py"):
-        loader_spec = importlib.util.spec_from_file_location(
-            os.path.basename(module_name)[:-3], module_name
-        )
-        if loader_spec is None or loader_spec.loader is None:
-            raise ImportError(f"cannot load {module_name}")
-        module = importlib.util.module_from_spec(loader_spec)
-        loader_spec.loader.exec_module(module)
-    else:
-        if os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(module_name)
-    obj: Any = module
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def write_json(path: str, data: dict[str, Any]) -> None:
-    """Write atomically: a reader sees the whole file or none of it."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, default=str)
-    os.replace(tmp, path)
-
-
-def set_status(out: str, rank: int, state: str, probe: str | None = None, **extra: Any) -> None:
-    record = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "state": state}
-    write_json(
-        os.path.join(out, "status", f"rank{rank}.json"),
-        {**record, "probe": probe, "time": time.time(), **extra},
-    )
-
-
-def init_distributed(backend: str, timeout: float) -> types.SimpleNamespace:
-    """Join the job started by torchrun or srun, or form a job of one when run directly."""
-    import torch
-    import torch.distributed as dist
-
-    env = os.environ
-    if "RANK" not in env and "SLURM_PROCID" in env:  # srun without torchrun
-        if "MASTER_ADDR" not in env:
-            raise RuntimeError("under srun, export MASTER_ADDR=<first node> (and MASTER_PORT)")
-        env.update(RANK=env["SLURM_PROCID"], WORLD_SIZE=env["SLURM_NTASKS"])
-        env.setdefault("LOCAL_RANK", env.get("SLURM_LOCALID", "0"))
-        if env.get("SLURM_NTASKS_PER_NODE", "").isdigit():
-            env.setdefault("LOCAL_WORLD_SIZE", env["SLURM_NTASKS_PER_NODE"])
-        env.setdefault("MASTER_PORT", "29500")
-    elif "RANK" not in env:  # plain `python probe.py`
-        env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            env["MASTER_PORT"] = str(sock.getsockname()[1])
-    local_rank = int(env.get("LOCAL_RANK", "0"))
-    if backend == "auto":
-        cuda_ok = torch.cuda.is_available() and torch.cuda.device_count() > local_rank
-        backend = "nccl" if cuda_ok else "gloo"
-    device = torch.device("cpu")
-    kwargs: dict[str, Any] = {"timeout": datetime.timedelta(seconds=timeout)}
-    if backend == "nccl":
-        if not torch.cuda.is_available() or torch.cuda.device_count() <= local_rank:
-            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            raise RuntimeError(f"nccl needs a GPU for local rank {local_rank}; {count} visible")
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        env.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")  # a timeout raises instead of aborting
-        kwargs["device_id"] = device
-    try:
-        dist.init_process_group(backend, **kwargs)
-    except TypeError:  # torch without device_id
-        kwargs.pop("device_id", None)
-        dist.init_process_group(backend, **kwargs)
-    # A gloo group gives monitored_barrier, which names the ranks that never arrive.
-    monitor = (
-        None if backend == "gloo" else dist.new_group(backend="gloo", timeout=kwargs["timeout"])
-    )
-    return types.SimpleNamespace(
-        rank=dist.get_rank(),
-        world_size=dist.get_world_size(),
-        local_rank=local_rank,
-        local_world_size=int(env.get("LOCAL_WORLD_SIZE", "1")),
-        backend=backend,
-        device=device,
-        timeout=timeout,
-        monitor_group=monitor,
-    )
-
-
-def probe_main(modules: list[types.ModuleType], argv: list[str] | None = None) -> int:
-    """Run the probes in order; each rank writes OUT/<probe>/rank<k>.json."""
-    parser = argparse.ArgumentParser(
-        description="ddpadvisor probes: " + ", ".join(m.NAME for m in modules),
-        conflict_handler="resolve",
-    )
-    parser.add_argument("--out", default="probe-results", help="folder for the results")
-    parser.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds a collective waits")
-    for module in modules:
-        module.add_args(parser)
-    args = parser.parse_args(argv)
-    # As a script, this folder comes first on sys.path, where names such as `env` or `sampler`
-    # would shadow the user's modules; probes load each other by path instead.
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
-    set_status(args.out, rank, "starting")
-    try:
-        ctx = init_distributed(args.backend, args.timeout)
-    except Exception as exc:
-        set_status(args.out, rank, "failed", error=f"init: {type(exc).__name__}: {exc}")
-        raise
-    import torch.distributed as dist
-
-    for module in modules:
-        set_status(args.out, ctx.rank, "running", module.NAME)
-        started = time.perf_counter()
-        result: dict[str, Any] = {}
-        error = trace = None
-        try:
-            if ctx.world_size > 1:
-                dist.monitored_barrier(
-                    group=ctx.monitor_group,
-                    timeout=datetime.timedelta(seconds=ctx.timeout),
-                    wait_all_ranks=True,
-                )
-            fault = fault_for(module.NAME, ctx.rank)
-            while fault == "hang":
-                time.sleep(1.0)
-            if fault == "crash":
-                os._exit(86)
-            if fault == "raise":
-                raise RuntimeError(f"injected fault ({FAULT_ENV})")
-            result = module.run(args, ctx)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}".strip()
-            trace = traceback.format_exc()
-        record = {
-            "format": FORMAT,
-            "probe": module.NAME,
-            "rank": ctx.rank,
-            "world_size": ctx.world_size,
-            "local_rank": ctx.local_rank,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "backend": ctx.backend,
-            "device": str(ctx.device),
-            "seconds": round(time.perf_counter() - started, 4),
-            "status": "error" if error else "ok",
-            "error": error,
-            "traceback": trace,
-            "subject": result.pop("subject", "builtin"),
-            "summary": result.pop("summary", ""),
-            "result": result,
-        }
-        write_json(os.path.join(args.out, module.NAME, f"rank{ctx.rank}.json"), record)
-        if error:
-            set_status(args.out, ctx.rank, "failed", module.NAME, error=error)
-            sys.stderr.write(f"[rank{ctx.rank}] probe {module.NAME} failed: {trace}")
-            sys.stderr.flush()
-            os._exit(1)  # peers may wait in a collective; torchrun stops them
-    set_status(args.out, ctx.rank, "done")
-    # No DDP model may outlive the group (gloo can abort at exit). Probes delete theirs and
-    # DDP holds no reference cycles, so a cheap young-generation pass is enough here.
-    gc.collect(1)
-    dist.destroy_process_group()
-    # Everything is written. Skip the interpreter's teardown, which takes seconds once DDP has
-    # pulled in torch._dynamo, and would only free memory.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-    return 0  # not reached
-
-
 if __name__ == "__main__":
-    sys.exit(probe_main([sys.modules[__name__]]))
-# <<< harness <<<
+    sys.exit(_harness.probe_main([sys.modules[__name__]]))

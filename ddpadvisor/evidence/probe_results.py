@@ -1,8 +1,15 @@
 """Measured facts from the folder ``ddpadvisor probe`` (or a probe run by hand) wrote.
 
-Layout: ``OUT/<probe>/rank<k>.json`` per probe and rank, ``OUT/run*.json`` per launch (see
-probes/README.md). Every rank's record carries the all-gathered comparison, so one readable
-file per probe is enough; missing or unreadable files become warnings naming the file.
+Layout: ``OUT/<probe>/rank<k>.json`` per probe and rank, ``OUT/status/rank<k>.json`` per rank,
+``OUT/run*.json`` per launch (see probes/README.md). Every rank's record carries the
+all-gathered comparison, so one readable file per probe is enough.
+
+The folder may be damaged, interrupted or hostile. Every file is read with a size limit and
+only when it is a regular file (never a FIFO or a device); a file that is not strict UTF-8
+JSON, holds duplicate keys, non-finite or oversized numbers, an unknown format version, a rank
+other than its name says, or fields of the wrong type is left out with a warning naming
+file:line, and the rest of the evidence is kept. When nothing usable is left the reader raises
+:class:`InputError` (exit 2). Warnings never quote a file's text, only its own record fields.
 
 A probe that ran on its own stand-in (the built-in model, no --setup, the default sampler
 settings) says nothing about the user's script when it passes, so only its failures become
@@ -13,17 +20,53 @@ Never imports torch.
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ddpadvisor.bundled import probe_catalog
 from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.observation import Gathered, UnknownFact, observe
 
-PROBE_NAMES = ("env", "collective", "seeds", "sampler", "checksums", "scaler")
+FORMATS = (1, 2)  # record versions this reader understands (probes/_harness.py: FORMAT)
+MAX_BYTES = 16 * 2**20  # one result file; the largest real ones are well under 1 MiB
+MAX_WORLD = 1 << 20  # ranks; more is damage, not a job
+MAX_DIGITS = 20  # an integer with more digits is damage
+MAX_DEPTH = 64  # nesting of JSON containers
+RANK_FILE = re.compile(r"rank(\d{1,7})\.json")
 Records = dict[int, dict[str, Any]]
+
+# Field -> accepted types of a result record (format 1 and 2).
+FIELDS: dict[str, tuple[type, ...]] = {
+    "format": (int,),
+    "probe": (str,),
+    "rank": (int,),
+    "world_size": (int,),
+    "status": (str,),
+    "result": (dict,),
+}
+OPTIONAL: dict[str, tuple[type, ...]] = {
+    "error": (str, type(None)),
+    "subject": (str,),
+    "summary": (str,),
+    "seconds": (int, float),
+    "host": (str,),
+    "pid": (int,),
+}
+
+
+class Damaged(ValueError):
+    """One file cannot be used: the message says why, ``line`` where (1-based)."""
+
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message)
+        self.line = line
 
 
 class _Collector:
@@ -34,8 +77,11 @@ class _Collector:
         self.folder = folder
         self.out = Gathered()
         self.stand_ins: list[str] = []
+        self.world = MAX_WORLD
 
     def fact(self, fact: str, value: Any, probe: str, rank: int | None, detail: str) -> None:
+        if rank is not None and not (isinstance(rank, int) and 0 <= rank < self.world):
+            raise Damaged(f"names rank {rank!r} outside the job's {self.world} ranks")
         where = f"probe {probe}" + (f" rank {rank}" if rank is not None else "")
         try:
             obs = observe(self.kb, fact, value, "probe", where, detail)
@@ -54,40 +100,263 @@ class _Collector:
 # ---------------------------------------------------------------- reading files
 
 
-def _load_json(path: Path, col: _Collector) -> dict[str, Any] | None:
+def _line_at(text: str, pos: int) -> int:
+    return text.count("\n", 0, max(pos, 0)) + 1
+
+
+def _line_of_key(text: str, key: str) -> int | None:
+    found = text.find(json.dumps(key) + ":")
+    return _line_at(text, found) if found >= 0 else None
+
+
+def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; never opens a FIFO or device."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        info = os.stat(path)
     except OSError as exc:
-        col.warn(f"{path}: unreadable ({exc.strerror}); ignored")
-        return None
+        raise Damaged(f"unreadable ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise Damaged("not a regular file (a FIFO, device, socket or folder)")
+    if info.st_size > limit:
+        raise Damaged(f"{info.st_size} bytes, over the {limit}-byte limit")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise Damaged(f"unreadable ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat above
+            raise Damaged("not a regular file (a FIFO, device, socket or folder)")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise Damaged(f"unreadable ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise Damaged(f"over the {limit}-byte limit")
+    return b"".join(chunks)
+
+
+def _reject_constant(token: str) -> Any:
+    raise Damaged(f"non-finite number {token}")
+
+
+def _parse_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise Damaged("number out of range")
+    return value
+
+
+def _parse_int(token: str) -> int:
+    if len(token.lstrip("-")) > MAX_DIGITS:
+        raise Damaged(f"integer of {len(token.lstrip('-'))} digits")
+    return int(token)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise Damaged(f"duplicate key {json.dumps(key)[:60]}")
+        out[key] = value
+    return out
+
+
+def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of containers, stopping at ``limit + 1``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def parse_strict(raw: bytes) -> tuple[Any, str]:
+    """(value, text) of strict JSON: UTF-8, no duplicate keys, finite numbers, bounded depth."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Damaged("not UTF-8 text", raw.count(b"\n", 0, exc.start) + 1) from None
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_reject_constant,
+            parse_float=_parse_float,
+            parse_int=_parse_int,
+        )
     except json.JSONDecodeError as exc:
-        col.warn(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}; truncated?); ignored")
-        return None
-    if not isinstance(data, dict):
-        col.warn(f"{path}: not a probe result (expected a JSON object); ignored")
-        return None
-    return data
+        raise Damaged(f"not valid JSON ({exc.msg}; truncated?)", exc.lineno) from None
+    except RecursionError:
+        raise Damaged(f"nested deeper than {MAX_DEPTH} levels") from None
+    except Damaged as exc:
+        raise Damaged(str(exc), _first_bad_line(text, str(exc))) from None
+    if _depth(value) > MAX_DEPTH:
+        raise Damaged(f"nested deeper than {MAX_DEPTH} levels")
+    return value, text
+
+
+def _first_bad_line(text: str, problem: str) -> int | None:
+    """The line of the first token the strict parser refused (best effort, for the warning)."""
+    if problem.startswith("duplicate key"):
+        key = problem.split(" ", 2)[2]
+        first = text.find(key + ":")
+        second = text.find(key + ":", first + 1) if first >= 0 else -1
+        return _line_at(text, second) if second >= 0 else None
+    patterns = {
+        "non-finite": r"(?<![\w\"])(NaN|-?Infinity)(?![\w\"])",
+        "number out of range": r"-?\d+(\.\d+)?[eE][+-]?\d{3,}",
+        "integer of": rf"-?\d{{{MAX_DIGITS + 1},}}",
+    }
+    for start, pattern in patterns.items():
+        if problem.startswith(start):
+            match = re.search(pattern, text)
+            return _line_at(text, match.start()) if match else None
+    return None
+
+
+def _load(path: Path) -> tuple[dict[str, Any], str]:
+    value, text = parse_strict(read_bounded(path))
+    if not isinstance(value, dict):
+        raise Damaged("not a probe result (expected a JSON object)", 1)
+    return value, text
+
+
+def _warn_damaged(col: _Collector, path: Path, exc: Damaged) -> None:
+    where = f"{path}:{exc.line}" if exc.line else str(path)
+    col.warn(f"{where}: {exc}; ignored")
+
+
+def _check_record(data: dict[str, Any], text: str, probe: str, rank: int) -> None:
+    """Raise :class:`Damaged` unless ``data`` is a whole record of ``probe`` by ``rank``."""
+    for key, types in {**FIELDS, **OPTIONAL}.items():
+        if key not in data:
+            if key in FIELDS:
+                raise Damaged(f"no {key!r} field (an incomplete record)", 1)
+            continue
+        value = data[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise Damaged(f"field {key!r} has the wrong type", _line_of_key(text, key))
+    line = _line_of_key
+    if data["format"] not in FORMATS:
+        known = ", ".join(map(str, FORMATS))
+        raise Damaged(f"format {data['format']} (this reader knows {known})", line(text, "format"))
+    if data["probe"] != probe:
+        raise Damaged(f"a result of another probe, not {probe}", line(text, "probe"))
+    if data["rank"] != rank:
+        raise Damaged(
+            f"says rank {data['rank']} but is the file of rank {rank} (a copy?)", line(text, "rank")
+        )
+    if not 1 <= data["world_size"] <= MAX_WORLD or rank >= data["world_size"]:
+        raise Damaged(f"world size {data['world_size']} out of range", line(text, "world_size"))
+    if data["status"] not in ("ok", "error"):
+        raise Damaged("status is neither 'ok' nor 'error'", line(text, "status"))
+    seconds = data.get("seconds", 0)
+    if not 0 <= seconds <= 1e7:
+        raise Damaged("seconds out of range", line(text, "seconds"))
 
 
 def _rank_files(folder: Path, probe: str, col: _Collector) -> Records:
     records: Records = {}
-    for path in sorted((folder / probe).glob("rank*.json")):
-        suffix = path.stem[len("rank") :]
-        if not suffix.isdigit():
+    seen_pids: dict[tuple[Any, Any], int] = {}
+    try:
+        entries = sorted(os.scandir(folder / probe), key=lambda e: e.name)
+    except OSError as exc:
+        col.warn(f"{folder / probe}: unreadable ({exc.strerror}); ignored")
+        return records
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.name.endswith(".tmp"):
+            col.warn(f"{path}: a result left half-written (the run was interrupted?); ignored")
             continue
-        data = _load_json(path, col)
-        if data is None:
+        match = RANK_FILE.fullmatch(entry.name)
+        if match is None:
             continue
-        if data.get("probe") not in (None, probe) or not isinstance(data.get("rank"), int):
-            col.warn(f"{path}: not a result of probe {probe}; ignored")
+        rank = int(match.group(1))
+        try:
+            data, text = _load(path)
+            _check_record(data, text, probe, rank)
+        except Damaged as exc:
+            _warn_damaged(col, path, exc)
             continue
-        records[int(suffix)] = data
+        key = (data.get("host"), data.get("pid"))
+        if None not in key and key in seen_pids:
+            col.warn(
+                f"{path}:{_line_of_key(text, 'pid') or 1}: written by the same process as "
+                f"rank{seen_pids[key]}.json (a copy?); ignored"
+            )
+            continue
+        seen_pids[key] = rank
+        records[rank] = data
     return records
 
 
-def _world(records: Records) -> int:
-    sizes = [r.get("world_size") for r in records.values()]
-    return max([s for s in sizes if isinstance(s, int)] + [max(records) + 1])
+def _world(records: Records, folder: Path, probe: str, col: _Collector) -> int:
+    """The job's world size; ranks that disagree are warned about, the most common one wins."""
+    sizes = [r["world_size"] for r in records.values()]
+    world = max(set(sizes), key=sizes.count)
+    for rank, rec in sorted(records.items()):
+        if rec["world_size"] != world:
+            col.warn(
+                f"{folder / probe / f'rank{rank}.json'}: world size {rec['world_size']}, "
+                f"other ranks say {world}; ignored"
+            )
+            del records[rank]
+    return world
+
+
+def _run_files(folder: Path, col: _Collector) -> bool:
+    """Read run*.json; True when one was readable."""
+    found = False
+    for run_file in sorted(folder.glob("run*.json")):
+        try:
+            run, _ = _load(run_file)
+        except Damaged as exc:
+            _warn_damaged(col, run_file, exc)
+            continue
+        found = True
+        message = run.get("message")
+        message = message.splitlines()[0][:300] if isinstance(message, str) and message else None
+        if run.get("failed") is True:
+            col.out.failed = True
+            col.warn(f"{run_file}: {message or 'the probe run failed'}")
+        elif run.get("failed") is not False:
+            col.warn(f"{run_file}: no 'failed' flag (an incomplete run record)")
+        planned, done = run.get("probes"), run.get("probes_done")
+        if isinstance(planned, list) and isinstance(done, list) and not run.get("failed"):
+            left = [str(p)[:40] for p in planned if p not in done]
+            if left:
+                col.warn(f"{run_file}: the run ended before {', '.join(left[:6])} finished")
+    return found
+
+
+def _interrupted(folder: Path, col: _Collector) -> None:
+    """Warn about ranks whose status file says they never finished (Ctrl-C, a kill)."""
+    status = folder / "status"
+    if not status.is_dir():
+        return
+    for path in sorted(status.glob("rank*.json"))[:64]:
+        try:
+            data, _ = _load(path)
+        except Damaged as exc:
+            _warn_damaged(col, path, exc)
+            continue
+        state = data.get("state")
+        if state in ("starting", "running"):
+            probe = data.get("probe")
+            at = f" in probe {str(probe)[:40]}" if isinstance(probe, str) else ""
+            col.warn(f"{path}: the rank stopped while {state}{at} (the run was interrupted?)")
 
 
 # ---------------------------------------------------------------- helpers for details
@@ -437,60 +706,91 @@ HANDLERS: dict[str, Callable[[Records, _Collector], None]] = {
     "checksums": _checksums,
     "scaler": _scaler,
 }
+# Shape errors a handler meets in a record whose nested fields have the wrong types.
+SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError)
 
 
 # ---------------------------------------------------------------- entry point
 
 
+def _missing_ranks(folder: Path, probe: str, records: Records, world: int, col: _Collector) -> None:
+    missing = [r for r in range(min(world, MAX_WORLD)) if r not in records]
+    if not missing:
+        return
+    listed = ", ".join(f"rank{r}.json" for r in missing[:4])
+    more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
+    col.warn(
+        f"{folder / probe}: {listed}{more} missing or unusable; "
+        f"probe {probe} used the other ranks' results"
+    )
+
+
+def _read_probe(folder: Path, probe: str, col: _Collector) -> bool:
+    """Facts of one probe's folder; True when a usable record was found."""
+    records = _rank_files(folder, probe, col)
+    if not records:
+        col.warn(f"{folder / probe}: no usable result")
+        return False
+    world = _world(records, folder, probe, col)
+    col.world = world
+    _missing_ranks(folder, probe, records, world, col)
+    good: Records = {}
+    for rank, rec in sorted(records.items()):
+        if rec["status"] == "ok":
+            good[rank] = rec
+        else:
+            col.out.failed = True
+            error = str(rec.get("error") or "no result").splitlines() or ["no result"]
+            col.warn(
+                f"{folder / probe / f'rank{rank}.json'}: probe {probe} failed: {error[0][:300]}"
+            )
+    if good:
+        kept, stand_ins = len(col.out.observations), len(col.stand_ins)
+        try:
+            HANDLERS[probe](good, col)
+        except SHAPE_ERRORS as exc:
+            del col.out.observations[kept:], col.stand_ins[stand_ins:]
+            where = folder / probe / f"rank{min(good)}.json"
+            line = f":{exc.line}" if isinstance(exc, Damaged) and exc.line else ""
+            reason = str(exc) if isinstance(exc, Damaged) else type(exc).__name__
+            col.warn(f"{where}{line}: result fields of unexpected shape ({reason}); ignored")
+            return False
+    return True
+
+
 def read_probe_results(kb: KnowledgeBase, folder: Path) -> Gathered:
-    """Observations (source "probe") from one results folder; warnings never stop it."""
+    """Observations (source "probe") from one results folder; damaged files become warnings.
+
+    Raises :class:`InputError` when the folder is missing or nothing usable is in it.
+    """
     folder = Path(folder)
     if not folder.exists():
         raise InputError("probe results folder does not exist", folder)
     if not folder.is_dir():
         raise InputError("--probe-results expects the folder 'ddpadvisor probe' wrote", folder)
     col = _Collector(kb, folder)
-    found = False
-    for run_file in sorted(folder.glob("run*.json")):
-        run = _load_json(run_file, col)
-        if run is None:
-            continue
-        found = True
-        if run.get("failed"):
-            col.out.failed = True
-            col.warn(f"{run_file}: {run.get('message') or 'the probe run failed'}")
-    for probe in PROBE_NAMES:
-        if not (folder / probe).is_dir():
-            continue
-        records = _rank_files(folder, probe, col)
-        if not records:
-            col.warn(f"{folder / probe}: no readable result")
-            continue
-        found = True
-        world = _world(records)
-        for rank in range(world):
-            if rank not in records and not (folder / probe / f"rank{rank}.json").exists():
-                col.warn(
-                    f"{folder / probe / f'rank{rank}.json'}: missing; "
-                    f"probe {probe} used the other ranks' results"
-                )
-        good: Records = {}
-        for rank, rec in sorted(records.items()):
-            if rec.get("status") == "ok" and isinstance(rec.get("result"), dict):
-                good[rank] = rec
-            else:
-                col.out.failed = True
-                error = str(rec.get("error") or "no result").splitlines()[0]
-                col.warn(f"{folder / probe / f'rank{rank}.json'}: probe {probe} failed: {error}")
-        if good:
-            HANDLERS[probe](good, col)
-    if not found:
+    has_run = _run_files(folder, col)
+    usable = False
+    present = [p for p in probe_catalog() if (folder / p).is_dir()]
+    for probe in present:
+        usable = _read_probe(folder, probe, col) or usable
+    if not usable and not col.out.failed:
+        problems = "; ".join(col.out.warnings[:3])
+        if has_run or present:
+            raise InputError(
+                "no usable probe result here" + (f" ({problems})" if problems else ""), folder
+            )
         raise InputError(
             "no probe results here (expected run.json or <probe>/rank<k>.json)", folder
         )
+    if has_run and not present:
+        col.warn(f"{folder}: run.json is here but no <probe>/ folder (deleted?)")
+    _interrupted(folder, col)
     if col.stand_ins:
         col.warn(
             "passing probes that ran on stand-ins are not evidence about your training: "
             + "; ".join(col.stand_ins)
         )
+    if not col.out.observations and not col.out.warnings:
+        col.warn(f"{folder}: the probe results gave no measured fact")
     return col.out
