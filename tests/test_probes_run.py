@@ -110,6 +110,7 @@ def _standalone(
     alone = tmp / f"{probe}-alone"
     alone.mkdir()
     shutil.copy(PROBES_DIR / f"{probe}.py", alone / f"{probe}.py")
+    shutil.copy(PROBES_DIR / "_harness.py", alone / "_harness.py")
     out = tmp / f"{probe}-out"
     proc = subprocess.run(
         [
@@ -315,6 +316,7 @@ def test_two_torchrun_nodes_on_one_machine(engine: Any, tmp_path: Path) -> None:
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy(PROBES_DIR / "seeds.py", alone / "seeds.py")
+    shutil.copy(PROBES_DIR / "_harness.py", alone / "_harness.py")
     (tmp_path / "seeding.py").write_text(SEEDING)
     out = tmp_path / "results"
     port = _free_port()
