@@ -1,0 +1,117 @@
+"""The package's import graph: no circle among modules, and no arrow that runs back up.
+
+Imports under ``if TYPE_CHECKING:`` are left out: they never run. Function-level (lazy)
+imports count, since they run when the function does.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+PACKAGE = Path(__file__).resolve().parent.parent / "ddpadvisor"
+
+# Bottom to top; a module may import only from its own layer's package or from lower layers.
+LAYERS: list[set[str]] = [
+    {"errors", "bundled", "cliutil", "i18n", "yamlio", "__init__"},
+    {"kb"},
+    {"observation", "report"},
+    {"engine", "scan"},
+    {"evidence"},
+    {"runs", "probing"},
+    {"service"},
+    {"tracing", "kb_command"},
+    {"tui"},
+    {"cli", "__main__"},
+]
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> list[tuple[str, ...]]:
+    """Each import as the names it may resolve to, most specific first."""
+    out: list[tuple[str, ...]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            out.extend((a.name,) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from pkg import sub` imports the submodule sub; `from mod import name` imports mod.
+            out.extend((f"{node.module}.{a.name}", node.module) for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return out
+
+
+def module_graph() -> nx.DiGraph:
+    modules: dict[str, Path] = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(rel.parts)
+        if "agent" in parts:  # the trace agent runs inside the user's job, on its own
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    graph = nx.DiGraph()
+    for name, path in modules.items():
+        graph.add_node(name)
+        for candidates in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            target = next((c for c in candidates if c in modules), candidates[-1])
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name and target != "ddpadvisor":
+                graph.add_edge(name, target)
+    return graph
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _layer(module: str) -> int:
+    top = _top(module)
+    for i, members in enumerate(LAYERS):
+        if top in members:
+            return i
+    raise AssertionError(f"{module}: its package {top!r} is in no layer of this test")
+
+
+def test_no_import_circle() -> None:
+    cycles = list(nx.simple_cycles(module_graph()))
+    assert not cycles, f"import circles: {cycles[:5]}"
+
+
+def test_no_arrow_runs_back_up() -> None:
+    graph = module_graph()
+    upward = [
+        f"{a} -> {b}"
+        for a, b in graph.edges
+        if _top(a) != _top(b) and _layer(b) > _layer(a)
+    ]
+    assert not upward, "imports that run back up: " + "; ".join(sorted(upward))
+
+
+def test_the_checker_sees_a_circle(tmp_path: Path) -> None:
+    """The import walker finds lazy imports and skips TYPE_CHECKING ones."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ddpadvisor.tui import app\n"
+        "def f():\n    from ddpadvisor.engine import infer\n"
+    )
+    found = [name for names in _imports(ast.parse(source)) for name in names]
+    assert "ddpadvisor.engine.infer" in found
+    assert not any(name.startswith("ddpadvisor.tui") for name in found)
