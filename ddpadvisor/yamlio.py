@@ -7,6 +7,7 @@ its keys, so a schema error deep inside a file can be reported as ``file:line``.
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -73,17 +74,35 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _con
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)  # type: ignore[arg-type]
 
 
-def read_text(path: Path) -> str:
-    if not path.exists():
-        raise InputError("no such file", path)
-    if path.is_dir():
-        raise InputError("is a directory, expected a file", path)
+# Rule, answers and description files are small; anything bigger is a mistake, not input.
+MAX_BYTES = 16 * 1024 * 1024
+
+
+def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
+    """A regular file's text: never opens a FIFO or a device, never reads without bound."""
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path) from None
+        st = path.stat()
+    except FileNotFoundError:
+        raise InputError("no such file", path) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a directory, expected a file", path)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError("not a regular file (a pipe or a device?)", path)
+    if st.st_size > max_bytes:
+        raise InputError(f"too large ({st.st_size} bytes; at most {max_bytes})", path)
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path) from None
+    if len(data) > max_bytes:
+        raise InputError(f"too large (more than {max_bytes} bytes)", path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path) from None
 
 
 def load_yaml(path: Path, text: str | None = None) -> Any:
@@ -99,17 +118,40 @@ def load_yaml(path: Path, text: str | None = None) -> Any:
         raise InputError(f"malformed YAML: {problem}", path, line) from None
     except yaml.YAMLError as exc:
         raise InputError(f"malformed YAML: {exc}", path) from None
+    except RecursionError:
+        raise InputError("malformed YAML: nested too deeply", path) from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise InputError(f"malformed YAML: {exc}", path) from None
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def load_json(path: Path, text: str | None = None) -> Any:
     if text is None:
         text = read_text(path)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise InputError("malformed JSON: nested too deeply", path) from None
+    except _DuplicateKey as exc:
+        raise InputError(f"malformed JSON: duplicate key {exc.args[0]!r}", path) from None
     except json.JSONDecodeError as exc:
         raise InputError(
             f"malformed JSON: {exc.msg} (column {exc.colno})", path, exc.lineno
         ) from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise InputError(f"malformed JSON: {exc}", path) from None
 
 
 def load_mapping_file(path: Path) -> Any:

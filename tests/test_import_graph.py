@@ -97,11 +97,7 @@ def test_no_import_circle() -> None:
 
 def test_no_arrow_runs_back_up() -> None:
     graph = module_graph()
-    upward = [
-        f"{a} -> {b}"
-        for a, b in graph.edges
-        if _top(a) != _top(b) and _layer(b) > _layer(a)
-    ]
+    upward = [f"{a} -> {b}" for a, b in graph.edges if _top(a) != _top(b) and _layer(b) > _layer(a)]
     assert not upward, "imports that run back up: " + "; ".join(sorted(upward))
 
 

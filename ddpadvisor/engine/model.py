@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ddpadvisor.kb import levels
-from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.kb.model import CATCH_ALL, KnowledgeBase
 from ddpadvisor.kb.values import classes, healthy_distribution
 
-CATCH_ALL = "other"
+__all__ = ["CATCH_ALL", "CompiledModel", "FactTable", "Path", "compile_model", "load_model"]
 
 
 @dataclass(frozen=True)

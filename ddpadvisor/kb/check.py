@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpadvisor.bundled import probe_catalog
+from ddpadvisor.kb.model import CATCH_ALL
 from ddpadvisor.kb.values import ValueProblem, classes, parse_value, predicate_classes
 
 if TYPE_CHECKING:
@@ -23,6 +24,9 @@ def check_references(kb: KnowledgeBase) -> None:
 
     def problem(kind: str, id_: str, msg: str) -> None:
         kb.problems.append(Problem(kb.origin(kind, id_), msg))
+
+    if CATCH_ALL in kb.causes:
+        problem("causes", CATCH_ALL, f"cause id {CATCH_ALL!r} is reserved for the catch-all")
 
     for fact in kb.facts.values():
         if fact.healthy:

@@ -8,6 +8,7 @@ diagnosis stops at the first one.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,11 @@ def _load_file(kb: KnowledgeBase, path: Path) -> None:
         if key not in KBFile.model_fields:
             line = raw.key_lines.get(key) if isinstance(raw, LineDict) else None
             allowed = ", ".join(KBFile.model_fields)
+            # Name the key only when it looks like one: a rule "file" may be a link to some
+            # other file, whose lines must not be echoed.
+            shown = f" {key!r}" if _IDENTIFIER.fullmatch(str(key)) else ""
             kb.problems.append(
-                Problem(Origin(str(path), line), f"unknown section {key!r} (allowed: {allowed})")
+                Problem(Origin(str(path), line), f"unknown section{shown} (allowed: {allowed})")
             )
     for kind in (*KINDS, "tests"):
         entries = raw.get(kind)
@@ -88,6 +92,11 @@ def _load_file(kb: KnowledgeBase, path: Path) -> None:
             line = entries.item_lines[index] if isinstance(entries, LineList) else None
             origin = Origin(str(path), line)
             patch_mode = entry.get("override") if isinstance(entry, dict) else None
+            entry_id = entry.get("id") if isinstance(entry, dict) else None
+            if entry_id is not None and not isinstance(entry_id, str):
+                msg = f"{kind[:-1]} #{index + 1}: field 'id': must be a string"
+                kb.problems.append(Problem(origin, msg))
+                continue
             candidate = entry
             if patch_mode is not None and kind != "tests":
                 base = getattr(kb, kind).get(entry.get("id"))
@@ -117,6 +126,8 @@ def _load_file(kb: KnowledgeBase, path: Path) -> None:
             else:
                 _merge(kb, kind, obj, origin, patched=patch_mode is not None)
 
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,40}")
 
 _TYPE_TAGS = {"float", "int", "str", "bool", "list", "dict", "none", "tuple"}
 

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from ddpadvisor.errors import InputError
 from ddpadvisor.kb.schema import Cause, Claim, Fact, Fix, Mechanism, RuleTest
 
+# The id of the engine's catch-all cause ("no catalogued fault"); no KB cause may take it.
+CATCH_ALL = "other"
+
 
 @dataclass(frozen=True)
 class Origin:

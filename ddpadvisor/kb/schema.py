@@ -22,6 +22,48 @@ PriorLevel = Literal["common", "uncommon", "rare", "very-rare"]
 Override = Literal["replace", "append"]
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+# A prior of 0 or 1 would make every diagnosis degenerate (log 0), so it is open at both ends.
+PriorProbability = Annotated[float, Field(gt=0.0, lt=1.0)]
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why a KB pattern is refused: it does not compile, or a repeat nests another unbounded
+    repeat (``(a+)+``, ``(a*b?)*``), which can backtrack for ever on a long non-matching value."""
+    try:
+        import re._parser as sre  # type: ignore[import-not-found]
+    except ImportError:  # Python 3.10
+        import sre_parse as sre  # type: ignore[no-redef]
+
+    try:
+        re.compile(pattern)
+        parsed = sre.parse(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return f"invalid regular expression: {exc}"
+
+    repeats = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", None)}
+
+    def unbounded(items: object, inside_repeat: bool) -> bool:
+        for op, arg in items:  # type: ignore[attr-defined]
+            if op in repeats:
+                _lo, hi, sub = arg
+                big = hi is sre.MAXREPEAT or hi > 100
+                if big and inside_repeat:
+                    return True
+                if unbounded(sub, inside_repeat or big):
+                    return True
+            elif op is sre.SUBPATTERN:
+                if unbounded(arg[-1], inside_repeat):
+                    return True
+            elif op is sre.BRANCH:
+                if any(unbounded(b, inside_repeat) for b in arg[1]):
+                    return True
+            elif op in (sre.ASSERT, sre.ASSERT_NOT) and unbounded(arg[1], inside_repeat):
+                return True
+        return False
+
+    if unbounded(parsed, False):
+        return "regular expression nests unbounded repeats (e.g. (a+)+): it can take for ever"
+    return None
 
 
 class _Strict(BaseModel):
@@ -65,10 +107,9 @@ class StrClass(_Strict):
     @classmethod
     def _regex_compiles(cls, v: str | None) -> str | None:
         if v is not None:
-            try:
-                re.compile(v)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression: {exc}") from exc
+            problem = regex_problem(v)
+            if problem:
+                raise ValueError(problem)
         return v
 
 
@@ -202,7 +243,7 @@ class Cause(_Translatable):
     id: str = Field(pattern=NODE_ID)
     title: str
     area: str
-    prior: PriorLevel | Probability
+    prior: PriorLevel | PriorProbability
     mechanism: str = Field(min_length=1, description="Why it produces the symptom.")
     via: list[MechanismLink] = []
     evidence: list[Link] = []

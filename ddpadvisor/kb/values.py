@@ -8,6 +8,7 @@ declares (first match wins). Links are predicates over these classes.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from typing import Any
 
@@ -97,33 +98,51 @@ def parse_value(fact: Fact, raw: Any) -> Value | None:
             allowed = " | ".join(fact.values or [])
             raise ValueProblem(f"{fact.id} expects one of {allowed}, got {raw!r}")
         return text
-    if t == "int":
-        if isinstance(raw, bool):
-            raise ValueProblem(f"{fact.id} expects an integer, got {raw!r}")
-        if isinstance(raw, int):
-            return raw
-        if isinstance(raw, float) and raw.is_integer():
-            return int(raw)
-        if isinstance(raw, str):
-            try:
-                return int(raw.strip())
-            except ValueError:
-                pass
-        raise ValueProblem(f"{fact.id} expects an integer, got {raw!r}")
-    if t == "float":
-        if isinstance(raw, bool):
-            raise ValueProblem(f"{fact.id} expects a number, got {raw!r}")
-        if isinstance(raw, (int, float)):
-            return float(raw)
-        if isinstance(raw, str):
-            try:
-                return float(raw.strip())
-            except ValueError:
-                pass
-        raise ValueProblem(f"{fact.id} expects a number, got {raw!r}")
+    if t in ("int", "float"):
+        return _number(fact, raw)
     if isinstance(raw, (dict, list)):
         raise ValueProblem(f"{fact.id} expects text, got a {type(raw).__name__}")
-    return str(raw)
+    text = str(raw)
+    if len(text) > MAX_TEXT:
+        raise ValueProblem(f"{fact.id}: text of {len(text)} characters (at most {MAX_TEXT})")
+    return text
+
+
+# A version, a GPU name or an algorithm list: longer text is pasted by mistake.
+MAX_TEXT = 1000
+
+# Beyond this no count or ratio in a training job makes sense; bigger input is a mistake.
+MAX_MAGNITUDE = 1e15
+
+
+def _number(fact: Fact, raw: Any) -> int | float:
+    """An int or float fact's value: finite, of sane size, integral for an int fact."""
+    kind = "an integer" if fact.type == "int" else "a number"
+    value: int | float | None = None
+    if isinstance(raw, bool):
+        value = None
+    elif isinstance(raw, (int, float)):
+        value = raw
+    elif isinstance(raw, str) and len(raw) <= 40:
+        text = raw.strip()
+        try:
+            value = int(text) if fact.type == "int" else float(text)
+        except ValueError:
+            value = None
+    if value is None:
+        shown = raw if not isinstance(raw, str) or len(raw) <= 40 else raw[:40] + "..."
+        raise ValueProblem(f"{fact.id} expects {kind}, got {shown!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueProblem(f"{fact.id} expects a finite number, got {value!r}")
+    if abs(value) > MAX_MAGNITUDE:
+        raise ValueProblem(f"{fact.id}: {value:.3g} is out of range (|value| <= 1e15)")
+    if fact.type == "int":
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueProblem(f"{fact.id} expects an integer, got {raw!r}")
+            value = int(value)
+        return value
+    return float(value)
 
 
 def predicate_classes(fact: Fact, link: Link) -> set[str]:
