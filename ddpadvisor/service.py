@@ -44,6 +44,11 @@ def diagnose(
     """The diagnosis of everything ``sources`` names, and whether a probe or trace run failed."""
     got = gather_sources(engine, sources)
     diagnosis = engine.diagnose(
-        got.observations, warnings=got.warnings, gpu_available=gpu_available, top=top
+        got.observations,
+        warnings=got.warnings,
+        gpu_available=gpu_available,
+        top=top,
+        declined=got.declined,
+        verified=got.verified,
     )
     return diagnosis, got.failed

@@ -26,6 +26,11 @@ def cache_dir() -> Path:
 
 def _key(dirs: list[Path]) -> str | None:
     h = hashlib.sha256(__version__.encode())
+    # The code that builds the pickled objects is part of the key: a changed model or schema
+    # must never load an old pickle.
+    for code in ("model.py", "../kb/schema.py"):
+        st = (Path(__file__).parent / code).stat()
+        h.update(f"{code}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     for folder in dirs:
         if not folder.is_dir():
             return None  # let the loader report it

@@ -26,6 +26,8 @@ class Posterior:
     probs: list[float]
     log_weights: list[float]
     contributions: dict[int, list[Contribution]]
+    # cause index -> unknown setup facts that held it below the best cause not resting on one
+    held: dict[int, list[str]] = field(default_factory=dict)
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     _entropy: float | None = field(default=None, repr=False)
 
@@ -46,10 +48,29 @@ class Posterior:
         return self._entropy
 
 
-def posterior(model: CompiledModel, observed: dict[str, str]) -> Posterior:
-    """``observed`` maps fact id -> class label (unobserved facts are simply absent)."""
+# A cause that needs a setup fact nobody has given stays at most this fraction of the best cause
+# that needs none, so it cannot lead on an assumption (issue 13: "no cause leads on a fact that
+# is still unknown"); once the fact is known the cap goes.
+HELD_SHARE = 0.8
+MEASURED_LEAD = math.log(2.0)  # a measurement at least doubling the odds frees the cause
+
+
+def posterior(
+    model: CompiledModel,
+    observed: dict[str, str],
+    extra: dict[int, list[Contribution]] | None = None,
+) -> Posterior:
+    """``observed`` maps fact id -> class label (unobserved facts are simply absent).
+
+    ``extra`` adds log-likelihood terms that do not come from a fact table (a fix whose verify
+    failed or passed).
+    """
     logw = [math.log(p) for p in model.priors]
     contributions: dict[int, list[Contribution]] = {}
+    for ci, terms in (extra or {}).items():
+        for term in terms:
+            logw[ci] += term.log_lr
+            contributions.setdefault(ci, []).append(term)
     for fact_id in sorted(observed):
         table = model.facts.get(fact_id)
         if table is None:
@@ -62,10 +83,27 @@ def posterior(model: CompiledModel, observed: dict[str, str]) -> Posterior:
             contributions.setdefault(ci, []).append(
                 Contribution(fact_id, observed[fact_id], lr, tuple(table.paths[ci]))
             )
+    held: dict[int, list[str]] = {}
+    for ci, facts in model.gates.items():
+        missing = [f for f in facts if f not in observed]
+        measured_for = any(
+            c.fact in model.measured and c.log_lr > MEASURED_LEAD
+            for c in contributions.get(ci, [])
+        )
+        if missing and not measured_for:
+            held[ci] = missing
+    if held:
+        free = max(x for i, x in enumerate(logw) if i not in held)
+        ceiling = free + math.log(HELD_SHARE)
+        for ci in list(held):
+            if logw[ci] > ceiling:
+                logw[ci] = ceiling
+            else:
+                del held[ci]  # not held back: it was below the ceiling anyway
     top = max(logw)
     ws = [math.exp(x - top) for x in logw]
     total = sum(ws)
-    return Posterior(model.causes, [w / total for w in ws], logw, contributions)
+    return Posterior(model.causes, [w / total for w in ws], logw, contributions, held)
 
 
 def _entropy(ps: list[float]) -> float:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ddpadvisor.kb.model import KnowledgeBase
 
 # Subcommands a fix's verify command may name (kept in sync with cli.py by a test).
-SUBCOMMANDS = {"trace", "probe", "kb", "schema", "report", "claims"}
+SUBCOMMANDS = {"trace", "probe", "kb", "schema", "report", "claims", "ask"}
 # Probes in probes/ (checked against the folder by a test).
 
 
