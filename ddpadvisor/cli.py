@@ -181,7 +181,7 @@ def cmd_ask(argv: list[str]) -> int:
     args = _ask_parser().parse_args(argv)
     text = " ".join(args.text)
     if not text.strip() and not args.describe:
-        raise InputError("ask needs a description: ddpadvisor ask \"TEXT\" or --describe FILE")
+        raise InputError('ask needs a description: ddpadvisor ask "TEXT" or --describe FILE')
     engine = load_engine(args.kb_dirs)
     found = extract(engine.kb, text) if text.strip() else []
     for path in args.describe:
@@ -196,9 +196,7 @@ def cmd_ask(argv: list[str]) -> int:
         declined=got.declined,
         verified=got.verified,
     )
-    diagnosis.intake = [
-        IntakeOut(fact=f.fact, value=f.value, phrase=f.phrase) for f in found
-    ]
+    diagnosis.intake = [IntakeOut(fact=f.fact, value=f.value, phrase=f.phrase) for f in found]
     if args.json:
         sys.stdout.write(diagnosis.model_dump_json(indent=2) + "\n")
         return 3 if got.failed else 0

@@ -232,7 +232,9 @@ class Engine:
             kind=step.kind,  # type: ignore[arg-type]
             title=title,
             settles=step.facts,
-            help="Would settle: " + ", ".join(step.facts[:6]) + (" ..." if len(step.facts) > 6 else ""),
+            help="Would settle: "
+            + ", ".join(step.facts[:6])
+            + (" ..." if len(step.facts) > 6 else ""),
             command=command,
             expected_gain=round(step.gain, 6),
             chance=step.chance,
@@ -268,16 +270,13 @@ class Engine:
         )
         best = post.probs[ranking[0]]
         done = best >= SETTLED or not steps or steps[0].gain < MIN_GAIN
-        facts = [
-            self._fact_out(o, res.superseded.get(f, [])) for f, o in sorted(winners.items())
-        ]
+        facts = [self._fact_out(o, res.superseded.get(f, [])) for f, o in sorted(winners.items())]
         claims = self.claims(post, set(observed))
         lead = causes[0]
         nxt = steps[0].id if steps else ""
         summary = (
             f"Most likely: {lead.id} ({lead.score:.0%}) — {lead.title}. "
-            f"{len(observed)} facts observed"
-            + (". Settled." if done else f"; next: {nxt}.")
+            f"{len(observed)} facts observed" + (". Settled." if done else f"; next: {nxt}.")
         )
         return Diagnosis(
             version=__version__,
@@ -499,4 +498,3 @@ def _choices(fact) -> list[str] | None:  # type: ignore[no-untyped-def]
     if fact.type == "enum":
         return list(fact.values)
     return None
-

@@ -87,8 +87,7 @@ def posterior(
     for ci, facts in model.gates.items():
         missing = [f for f in facts if f not in observed]
         measured_for = any(
-            c.fact in model.measured and c.log_lr > MEASURED_LEAD
-            for c in contributions.get(ci, [])
+            c.fact in model.measured and c.log_lr > MEASURED_LEAD for c in contributions.get(ci, [])
         )
         if missing and not measured_for:
             held[ci] = missing

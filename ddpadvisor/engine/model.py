@@ -157,9 +157,7 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
         table.likelihood[other] = [d / total for d in dist]
         table.paths[other] = []
     measured = frozenset(f.id for f in kb.facts.values() if "asked" not in f.sources)
-    return CompiledModel(
-        causes=causes, priors=priors, facts=tables, gates=gates, measured=measured
-    )
+    return CompiledModel(causes=causes, priors=priors, facts=tables, gates=gates, measured=measured)
 
 
 def _add_path(

@@ -162,7 +162,9 @@ def next_steps(
             continue
         g = joint_gain(model, post, best[:JOINT_FACTS])
         steps.append(
-            Step(step_id, kind, best, g, chance, STEP_COST[kind], probe, {f: gains[f] for f in best})
+            Step(
+                step_id, kind, best, g, chance, STEP_COST[kind], probe, {f: gains[f] for f in best}
+            )
         )
     steps.sort(key=lambda s: (-s.score, s.id))
     return steps

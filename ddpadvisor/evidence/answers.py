@@ -23,8 +23,16 @@ from ddpadvisor.yamlio import LineDict, load_mapping_file
 # Keys an answers file may carry beside its facts (structured form: {facts: {...}, ...}).
 METADATA_KEYS = {"description", "thread", "notes", "source", "title"}
 STEP_KEYS = ("trace", "scan")
-VERIFY_WORDS = {"failed": "failed", "fail": "failed", "失败": "failed", "passed": "passed",
-                "pass": "passed", "ok": "passed", "通过": "passed", "成功": "passed"}
+VERIFY_WORDS = {
+    "failed": "failed",
+    "fail": "failed",
+    "失败": "failed",
+    "passed": "passed",
+    "pass": "passed",
+    "ok": "passed",
+    "通过": "passed",
+    "成功": "passed",
+}
 
 
 def _observe(
@@ -79,6 +87,7 @@ def read_answer_file(kb: KnowledgeBase, path: Path) -> Gathered:
         return got
     if not isinstance(data, dict):
         raise InputError("an answers file must be a mapping of fact id to value", path, 1)
+
     def line_of(mapping: Any, key: str) -> int | None:
         return mapping.key_lines.get(key) if isinstance(mapping, LineDict) else None
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
-from ddpadvisor.kb.values import ValueProblem, Value, parse_value
+from ddpadvisor.kb.values import Value, ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation
 
 MAX_TEXT = 200_000  # characters read from a description; a forum post is far shorter

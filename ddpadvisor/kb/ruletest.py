@@ -25,6 +25,18 @@ class Outcome:
 def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
     kb = engine.kb
     obs = []
+    fails = []
+    if test.text:
+        from ddpadvisor.evidence.intake import extract, to_observations
+
+        found = extract(kb, test.text)
+        got = {f.fact: f.value for f in found}
+        for fid, raw in test.expect_facts.items():
+            want = parse_value(kb.facts[fid], raw)
+            if got.get(fid) != want:
+                seen = got.get(fid, "nothing")
+                fails.append(f"intake: expected {fid} = {raw} from the text, got {seen}")
+        obs.extend(to_observations(found, str(origin)))
     for fid, raw in test.facts.items():
         value = parse_value(kb.facts[fid], raw)
         if value is not None:
@@ -32,7 +44,6 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
     post = engine.posterior(obs)
     order = [post.causes[i] for i in post.ranking()]
     pos = {c: n for n, c in enumerate(order)}
-    fails = []
 
     def name(c: str) -> str:
         return kb.resolve_cause(c) or c

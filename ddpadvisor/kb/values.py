@@ -157,6 +157,14 @@ def _from_label(fact: Fact, raw: str) -> str:
     for value, label in option_labels(fact, "zh").items():
         if text == label.strip():
             return value
+    # A short word that one of the fact's mentions stands for ("震荡", "发散", "blows up").
+    if fact.type == "enum":
+        for mention in fact.mentions:
+            if mention.value is None:
+                continue
+            for pattern in (*mention.en, *mention.zh):
+                if re.fullmatch(pattern, text, re.IGNORECASE):
+                    return str(mention.value)
     return raw
 
 

@@ -53,6 +53,7 @@ class Session:
     measured: list[Observation] = field(default_factory=list)
     answers: dict[str, Observation] = field(default_factory=dict)  # insertion order = history
     declined: set[str] = field(default_factory=set)  # "don't know" or skipped: not asked again
+    verified: dict[str, str] = field(default_factory=dict)  # fix id -> failed | passed
     warnings: list[str] = field(default_factory=list)
     sources: list[LoadedSource] = field(default_factory=list)
     trace_dirs: list[Path] = field(default_factory=list)
@@ -68,7 +69,11 @@ class Session:
 
     def refresh(self) -> Diagnosis:
         self.diagnosis = self.engine.diagnose(
-            self.observations(), warnings=self.warnings, gpu_available=self.gpu_available
+            self.observations(),
+            warnings=self.warnings,
+            gpu_available=self.gpu_available,
+            declined=sorted(self.declined),
+            verified=self.verified,
         )
         return self.diagnosis
 
@@ -77,8 +82,15 @@ class Session:
         assert self.diagnosis is not None
         return self.diagnosis
 
+    def verify_result(self, fix_id: str, outcome: str) -> Diagnosis:
+        """Record the outcome of a fix's verify command (failed / passed)."""
+        self.verified[fix_id] = outcome
+        return self.refresh()
+
     def add_gathered(self, got: Gathered, kind: str, path: Path | None) -> Diagnosis:
         self.loaded.extend(got.observations)
+        self.declined.update(got.declined)
+        self.verified.update(got.verified)
         self.warnings.extend(got.warnings)
         if path is not None:
             self.sources.append(LoadedSource(kind, path, len(got.observations)))
@@ -197,12 +209,7 @@ class Session:
         for q in self.current.next_questions:
             if q.fact not in self.declined and q.fact not in observed:
                 return q
-        # The diagnosis lists only the best few; ask the engine for the whole list.
-        post = self.engine.posterior(self.observations())
-        rest = self.engine.questions(
-            post, observed | self.declined, gpu_available=self.gpu_available, limit=1
-        )
-        return rest[0] if rest else None
+        return None
 
     def edit_prompt(self, fact_id: str) -> Prompt:
         fact = self.engine.kb.facts[fact_id]
