@@ -89,10 +89,17 @@ class DDPAdvisorApp(App[int]):
     def _evidence_chosen(self, result: EvidenceResult | None) -> None:
         if result is None:
             return
-        if result.choice == "run-probes":
+        if result.choice == "describe":
+            self.open_describe()
+        elif result.choice == "run-probes":
             self.start_probes(())
         elif result.choice == "run-trace" and result.path is not None:
             self.start_trace(result.path)
+
+    def open_describe(self, text: str = "") -> None:
+        from ddpadvisor.tui.screens.describe import DescribeScreen
+
+        self.push_screen(DescribeScreen(text))
 
     # -- runs -------------------------------------------------------------------------------
     def start_probes(self, probes: tuple[str, ...]) -> None:

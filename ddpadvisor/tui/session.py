@@ -191,6 +191,19 @@ class Session:
             self.declined.discard(fact_id)
         return self.refresh()
 
+    def answer_described(self, findings: list[Any]) -> Diagnosis:
+        """Facts the user confirmed from their own description (``intake.Finding``s)."""
+        for f in findings:
+            self.answers[f.fact] = Observation(
+                fact=f.fact,
+                value=f.value,
+                source="answer",
+                where=TUI_WHERE,
+                detail=f"from your description: \u201c{f.phrase}\u201d",
+            )
+            self.declined.discard(f.fact)
+        return self.refresh()
+
     def skip(self, fact_id: str) -> Diagnosis:
         self.declined.add(fact_id)
         return self.refresh()
