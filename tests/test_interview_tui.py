@@ -114,3 +114,24 @@ def test_describe_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
         await pilot.pause()
 
     assert snap_compare(make_app(show_start=False), terminal_size=size, run_before=read)
+
+
+def test_a_failed_verify_in_the_fix_screen_lowers_its_cause() -> None:
+    app = make_app(show_start=False)
+
+    async def go() -> None:
+        async with app.run_test(size=WIDE) as pilot:
+            await pilot.pause()
+            app.session.answer("uses_distributed_sampler", "否")
+            app.changed("answer")
+            lead = app.session.current.causes[0]
+            assert lead.id == "no-distributed-sampler" and lead.fixes
+            app.open_fix(lead.id, lead.fixes[0])
+            await pilot.pause()
+            await pilot.press("n")
+            await pilot.pause()
+            after = {c.id: c.score for c in app.session.current.causes}
+            assert after[lead.id] < lead.score
+            assert app.session.current.verified == {lead.fixes[0].id: "failed"}
+
+    asyncio.run(go())
