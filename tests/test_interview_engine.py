@@ -154,3 +154,10 @@ def test_every_question_has_zh_and_labels(engine: Engine) -> None:
             zh = fact.zh.get("labels")
             assert isinstance(zh, dict) and "unknown" in zh, fact.id
             assert fact.labels and "unknown" in fact.labels, fact.id
+
+
+def test_every_question_says_how_to_find_the_answer(engine: Engine) -> None:
+    for fact in engine.kb.facts.values():
+        if "asked" in fact.sources:
+            assert fact.help, fact.id
+            assert fact.zh and fact.zh.get("help"), fact.id
