@@ -124,10 +124,20 @@ def next_steps(
             single[fid] = joint_gain(model, post, [fid])
         return single[fid]
 
+    def ask_gain(fact: Fact) -> float:
+        """A question's own gain, or what the facts its answer settles (``implies``) would
+        give, scaled by the share of its answers that settle something."""
+        own = gain_of(fact.id)
+        targets = sorted({t for imp in fact.implies for t in imp.then if t not in winners})
+        if not targets:
+            return own
+        coverage = min(1.0, len(fact.implies) / max(1, len(model.facts[fact.id].classes)))
+        return max(own, coverage * joint_gain(model, post, targets[:JOINT_FACTS]))
+
     steps: list[Step] = []
     for fact in kb.facts.values():
         if askable(fact, kb, winners, skip):
-            g = gain_of(fact.id)
+            g = ask_gain(fact)
             if g > 0:
                 steps.append(
                     Step(f"ask:{fact.id}", "ask", [fact.id], g, default_chance(fact), fact.cost)

@@ -53,11 +53,13 @@ def render_text(d: Diagnosis, *, top: int = 5) -> str:
                 lines.extend("    " + ln for ln in fix.code.after.rstrip().splitlines())
             lines.append(f"  verify: {fix.verify.command}")
             lines.extend(w.wrap(f"  expect: {fix.verify.expect}"))
-    if d.next_questions:
+    if d.next_steps:
         lines += ["", "Most informative next steps:"]
-        for q in d.next_questions[:5]:
-            how = f"probe {q.probe}" if q.probe else q.how
-            lines.append(f"  [{how}] {q.fact}: {q.question} (gain {q.expected_gain:.2f} bits)")
+        for st in d.next_steps[:5]:
+            what = f"{st.fact}: {st.title}" if st.kind == "ask" else st.title
+            lines.extend(w.wrap(f"  [{st.id}] {what} (gain {st.expected_gain:.2f} bits)"))
+            if st.command:
+                lines.append(f"      {st.command}")
     if d.claims:
         lines += ["", "Forum advice, judged on this evidence:"]
         for cl in d.claims[:12]:
@@ -105,11 +107,12 @@ def render_markdown(d: Diagnosis, *, top: int = 5) -> str:
             md += ["", f"Verify: `{fix.verify.command}` — {fix.verify.expect}", ""]
         if c.references:
             md.append("References: " + ", ".join(c.references))
-    if d.next_questions:
+    if d.next_steps:
         md += ["", "## Next steps", ""]
         md.extend(
-            f"- **{q.fact}** ({q.how}): {q.question} — gain {q.expected_gain:.2f} bits"
-            for q in d.next_questions
+            f"- **{st.id}**: {st.title} — gain {st.expected_gain:.2f} bits"
+            + (f" — `{st.command}`" if st.command else "")
+            for st in d.next_steps
         )
     if d.claims:
         md += [
