@@ -135,3 +135,20 @@ def test_a_failed_verify_in_the_fix_screen_lowers_its_cause() -> None:
             assert app.session.current.verified == {lead.fixes[0].id: "failed"}
 
     asyncio.run(go())
+
+
+def test_describe_file_opens_prefilled() -> None:
+    app = make_app(show_start=True, describe_text=TEXT)
+
+    async def go() -> None:
+        async with app.run_test(size=SMALL) as pilot:
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, DescribeScreen)
+            assert screen.query_one("#describe-text", TextArea).text == TEXT
+            assert app.session.answers == {}  # nothing counts before it is confirmed
+            await pilot.press("ctrl+r", "ctrl+s")
+            await pilot.pause()
+            assert len(app.session.answers) == 4
+
+    asyncio.run(go())

@@ -111,7 +111,9 @@ class Engine:
         out = dict(winners)
         for fid, obs in winners.items():
             fact = self.kb.facts.get(fid)
-            for imp in fact.implies if fact else ():
+            if fact is None:
+                continue
+            for imp in fact.implies:
                 if not condition_holds(fact, imp, obs.value):
                     continue
                 for other, raw in imp.then.items():
@@ -173,7 +175,7 @@ class Engine:
         """Questions among the next steps, one per fact; ``observed`` facts (and declined
         ones passed in it) are never offered. Preconditions are judged on ``winners``."""
         known = dict(winners or {})
-        out = []
+        out: list[QuestionOut] = []
         for step in self.steps(post, known, declined=observed - set(known)):
             if step.kind not in allow:
                 continue

@@ -49,7 +49,11 @@ def check_references(kb: KnowledgeBase) -> None:
                 problem("facts", fact.id, f"fact {fact.id!r}: healthy probabilities sum above 1")
 
     for fact in kb.facts.values():
-        check_interview(kb, fact, lambda msg, fid=fact.id: problem("facts", fid, msg))
+
+        def fact_problem(msg: str, fid: str = fact.id) -> None:
+            problem("facts", fid, msg)
+
+        check_interview(kb, fact, fact_problem)
 
     def check_links(kind: str, owner: str, links: list, *, allow_p: bool) -> None:
         for link in links:

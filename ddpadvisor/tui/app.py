@@ -45,8 +45,10 @@ class DDPAdvisorApp(App[int]):
         trace_runner: Runner,
         show_start: bool = True,
         nproc: int = 2,
+        describe_text: str = "",
     ) -> None:
         super().__init__()
+        self.describe_text = describe_text
         self.session = session
         self.probe_runner = probe_runner
         self.trace_runner = trace_runner
@@ -56,7 +58,9 @@ class DDPAdvisorApp(App[int]):
 
     def on_mount(self) -> None:
         self.push_screen(self.diagnose_screen)
-        if self.show_start:
+        if self.describe_text:
+            self.open_describe(self.describe_text)  # --describe FILE: confirm what it says
+        elif self.show_start:
             self.open_evidence(start=True)
 
     # -- evidence ---------------------------------------------------------------------------
@@ -159,6 +163,7 @@ def create_app(
     show_start: bool = True,
     gpu_available: bool | None = None,
     nproc: int = 2,
+    describe_text: str = "",
 ) -> DDPAdvisorApp:
     """Build the app; tests pass their own engine, session and fake runners."""
     if session is None:
@@ -174,6 +179,7 @@ def create_app(
         trace_runner=trace_runner or runner,
         show_start=show_start,
         nproc=nproc,
+        describe_text=describe_text,
     )
 
 
@@ -200,8 +206,11 @@ def session_from_args(args: argparse.Namespace) -> Session:
 
 
 def run_tui(args: argparse.Namespace) -> int:
+    from ddpadvisor.evidence.intake import read_text
+
     session = session_from_args(args)
     has_sources = bool(session.observations() or session.sources)
-    app = create_app(session=session, show_start=not has_sources)
+    text = "\n\n".join(read_text(p) for p in getattr(args, "describe", []))
+    app = create_app(session=session, show_start=not has_sources, describe_text=text)
     app.run()
     return app.return_code or 0
