@@ -137,6 +137,26 @@ def test_a_rare_symptom_lowers_no_fault(engine: Engine) -> None:
     assert nan.causes[0].id != "other"
 
 
+def test_nothing_fits_is_told_from_looks_healthy(engine: Engine) -> None:
+    healthy = engine.diagnose(obs(engine, loss_pattern="oscillates", noise_only_early=True))
+    assert healthy.causes[0].id == "other" and healthy.verdict == "looks-healthy"
+    assert healthy.causes[0].title.startswith("Looks healthy")
+    ruled_out = obs(
+        engine,
+        loss_pattern="diverges",
+        uses_torch_compile=False,
+        precision="fp32",
+        hand_written_loop=False,
+        lr_scaling="none",
+        single_gpu_converges=False,
+        uses_grad_clipping=True,
+        warmup_steps=2000,
+    )
+    d = engine.diagnose(ruled_out)
+    assert d.causes[0].id == "other" and d.verdict == "nothing-fits"
+    assert d.causes[0].title.startswith("Nothing catalogued fits")
+
+
 def test_no_cause_leads_on_an_unknown_setup_fact(engine: Engine) -> None:
     d = engine.diagnose(obs(engine, gpu_model="V100", loss_pattern="nan"))
     lead = d.causes[0]
