@@ -83,3 +83,20 @@ def test_ask_command_shows_phrases_and_json(tmp_path: Path) -> None:
     missing = _run("ask", "--describe", str(tmp_path / "nope.txt"))
     assert missing.returncode == 2 and "nope.txt" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_ask_without_text_is_one_line_exit_2() -> None:
+    proc = _run("ask")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "ask needs a description" in proc.stderr
+
+
+def test_flat_answers_file_unknown_is_declined_in_json(tmp_path: Path) -> None:
+    path = tmp_path / "a.yaml"
+    path.write_text("loss_pattern: 发散\nprecision: unknown\n", encoding="utf-8")
+    proc = _run("--json", "--answers", str(path), "--set", "trace=unknown")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["declined"] == ["precision", "trace"]
+    assert not {"precision", "trace"} & {s["id"].removeprefix("ask:") for s in doc["next_steps"]}
+    assert doc["facts"][0]["value"] == "diverges"
