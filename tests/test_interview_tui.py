@@ -152,3 +152,17 @@ def test_describe_file_opens_prefilled() -> None:
             assert len(app.session.answers) == 4
 
     asyncio.run(go())
+
+
+def test_a_saved_session_keeps_declined_and_verified(tmp_path: Path) -> None:
+    session = Session(intake_engine())
+    session.answer("uses_distributed_sampler", "false")
+    session.answer("loss_pattern", "不知道")
+    session.verify_result("shard-with-sampler", "failed")
+    saved = tmp_path / "s.json"
+    session.export(saved, "json")
+    again = Session(intake_engine())
+    again.load("answers", saved)
+    assert "loss_pattern" in again.declined
+    assert again.verified == {"shard-with-sampler": "failed"}
+    assert again.current.model_dump() == session.current.model_dump()

@@ -167,6 +167,9 @@ class Session:
                     )
                 )
             restored += 1
+        # "Don't know" and verify outcomes are part of the session too.
+        self.declined.update(saved.declined)
+        self.verified.update(saved.verified)
         self.sources.append(LoadedSource("session", path, restored))
         return self.refresh()
 
