@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ddpadvisor.evidence.gather import Sources
     from ddpadvisor.report.models import Diagnosis
 
-SUBCOMMANDS = ("trace", "probe", "kb", "schema", "report", "claims")
+SUBCOMMANDS = ("trace", "probe", "kb", "schema", "report", "claims", "ask")
 
 
 def _add_sources(p: Parser) -> None:
@@ -70,6 +70,14 @@ def _add_sources(p: Parser) -> None:
         default=[],
         metavar="DIR",
         help="output folder of 'ddpadvisor probe'",
+    )
+    g.add_argument(
+        "--describe",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="your own description or forum post (English or Chinese), read for facts",
     )
     g.add_argument(
         "--kb",
@@ -149,6 +157,19 @@ def _claims_parser() -> Parser:
     return p
 
 
+def _ask_parser() -> Parser:
+    p = Parser(
+        prog="ddpadvisor ask",
+        description="Read your own description of the problem (English or Chinese) for facts, "
+        "show each with the phrase it came from, then diagnose.",
+    )
+    p.add_argument("text", nargs="*", help="the description (or use --describe FILE)")
+    p.add_argument("--json", action="store_true", help="print one JSON diagnosis on stdout")
+    p.add_argument("--top", type=int, default=5, metavar="N")
+    _add_sources(p)
+    return p
+
+
 def _sources(args: argparse.Namespace) -> Sources:
     from ddpadvisor.evidence.gather import Sources
 
@@ -158,7 +179,47 @@ def _sources(args: argparse.Namespace) -> Sources:
         scripts=args.scripts,
         traces=args.traces,
         probe_results=args.probe_results,
+        describe=list(getattr(args, "describe", [])),
     )
+
+
+def cmd_ask(argv: list[str]) -> int:
+    from ddpadvisor.evidence.intake import extract, read_text, to_observations
+    from ddpadvisor.report.models import IntakeOut
+    from ddpadvisor.report.text import render_text
+    from ddpadvisor.service import gather_sources, load_engine
+
+    args = _ask_parser().parse_args(argv)
+    text = " ".join(args.text)
+    if not text.strip() and not args.describe:
+        raise InputError('ask needs a description: ddpadvisor ask "TEXT" or --describe FILE')
+    engine = load_engine(args.kb_dirs)
+    found = extract(engine.kb, text) if text.strip() else []
+    for path in args.describe:
+        found += extract(engine.kb, read_text(path))
+    args.describe = []
+    got = gather_sources(engine, _sources(args))
+    gpu = {"yes": True, "no": False}.get(args.gpu)
+    diagnosis = engine.diagnose(
+        [*to_observations(found, "description"), *got.observations],
+        warnings=got.warnings,
+        gpu_available=gpu,
+        declined=got.declined,
+        verified=got.verified,
+    )
+    diagnosis.intake = [IntakeOut(fact=f.fact, value=f.value, phrase=f.phrase) for f in found]
+    if args.json:
+        sys.stdout.write(diagnosis.model_dump_json(indent=2) + "\n")
+        return 3 if got.failed else 0
+    lines = ["From your description:"]
+    if not found:
+        lines.append("  (nothing recognised; answer the questions below, or run ddpadvisor)")
+    for f in found:
+        value = str(f.value).lower() if isinstance(f.value, bool) else str(f.value)
+        lines.append(f"  {f.fact} = {value}    \u2190 \u201c{f.phrase}\u201d")
+    lines.append("Correct any of these with --set FACT=VALUE (or FACT=unknown).")
+    sys.stdout.write("\n".join(lines) + "\n\n" + render_text(diagnosis, top=args.top))
+    return 3 if got.failed else 0
 
 
 def run_diagnosis(args: argparse.Namespace) -> tuple[Diagnosis, bool]:
@@ -256,6 +317,7 @@ def _dispatch(argv: list[str]) -> int:
             "report": cmd_report,
             "schema": cmd_schema,
             "claims": cmd_claims,
+            "ask": cmd_ask,
         }
         if name in handlers:
             return handlers[name](rest)

@@ -73,8 +73,14 @@ class Gathered:
     observations: list[Observation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     failed: bool = False  # a probe or trace run failed: exit 3, but keep what was gathered
+    # Facts and steps the user answered "don't know" to: never proposed again.
+    declined: list[str] = field(default_factory=list)
+    # Fix id -> "failed" | "passed": the outcome of the fix's verify command.
+    verified: dict[str, str] = field(default_factory=dict)
 
     def extend(self, other: Gathered) -> None:
         self.observations.extend(other.observations)
         self.warnings.extend(other.warnings)
         self.failed = self.failed or other.failed
+        self.declined.extend(d for d in other.declined if d not in self.declined)
+        self.verified.update(other.verified)

@@ -46,6 +46,12 @@ def diagnose(
     """The diagnosis of everything ``sources`` names, and whether a probe or trace run failed."""
     got = gather_sources(engine, sources)
     diagnosis = engine.diagnose(
-        got.observations, warnings=got.warnings, gpu_available=gpu_available, top=top, lang=lang
+        got.observations,
+        warnings=got.warnings,
+        gpu_available=gpu_available,
+        top=top,
+        declined=got.declined,
+        verified=got.verified,
+        lang=lang,
     )
     return diagnosis, got.failed

@@ -123,7 +123,7 @@ def test_full_session(tmp_path: Path) -> None:
 
     async def body(app: DDPAdvisorApp, pilot: Any, messages: list[Message]) -> None:
         assert isinstance(app.screen, EvidenceScreen)
-        await pilot.press("1")  # start with nothing
+        await pilot.press("2")  # start with nothing (1 is "describe the problem")
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, DiagnoseScreen)
@@ -389,7 +389,7 @@ def test_export_json_and_load_it_again(tmp_path: Path) -> None:
 
     async def second(app: DDPAdvisorApp, pilot: Any, messages: list[Message]) -> None:
         assert isinstance(app.screen, EvidenceScreen)
-        await pilot.press("5")  # an answers file or a saved session
+        await pilot.press("6")  # an answers file or a saved session
         await pilot.pause()
         entry = app.screen.query_one("#evidence-path", Input)
         assert entry.has_focus
@@ -410,7 +410,7 @@ def test_bad_path_is_reported_in_one_line(tmp_path: Path) -> None:
     broken.write_text("no_such_fact: true\n")
 
     async def body(app: DDPAdvisorApp, pilot: Any, messages: list[Message]) -> None:
-        await pilot.press("5")
+        await pilot.press("6")
         await pilot.pause()
         app.screen.query_one("#evidence-path", Input).value = str(broken)
         await pilot.press("enter")

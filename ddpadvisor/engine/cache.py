@@ -51,6 +51,11 @@ def cache_dir() -> Path:
 
 def _key(dirs: list[Path]) -> str | None:
     h = hashlib.sha256(f"{__version__}\0{FORMAT}\n".encode())
+    # The code that compiles the model is part of the key: a changed model, schema or level
+    # table must never load an old cache.
+    for code in ("model.py", "../kb/schema.py", "../kb/levels.py", "../kb/values.py"):
+        st = (Path(__file__).parent / code).stat()
+        h.update(f"{code}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     for folder in dirs:
         if not folder.is_dir():
             return None  # let the loader report it
@@ -131,6 +136,8 @@ def _dump(kb: KnowledgeBase, model: CompiledModel) -> dict[str, Any]:
         "model": {
             "causes": model.causes,
             "priors": model.priors,
+            "gates": {str(ci): facts for ci, facts in model.gates.items()},
+            "measured": sorted(model.measured),
             "facts": {
                 fid: {
                     "classes": t.classes,
@@ -173,7 +180,13 @@ def _restore(doc: dict[str, Any]) -> tuple[KnowledgeBase, CompiledModel]:
             for ci, ps in t["paths"].items()
         }
         tables[fid] = table
-    return kb, CompiledModel(causes=list(m["causes"]), priors=list(m["priors"]), facts=tables)
+    return kb, CompiledModel(
+        causes=list(m["causes"]),
+        priors=list(m["priors"]),
+        facts=tables,
+        gates={int(ci): list(facts) for ci, facts in m["gates"].items()},
+        measured=frozenset(m["measured"]),
+    )
 
 
 class _LazyTests(list[RuleTest]):

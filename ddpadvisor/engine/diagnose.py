@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ddpadvisor import __version__
-from ddpadvisor.engine.infer import Posterior, expected_gain, posterior
+from ddpadvisor.engine.infer import Contribution, Posterior, posterior
 from ddpadvisor.engine.model import CATCH_ALL, CompiledModel, load_model
+from ddpadvisor.engine.questions import COMMANDS, Step, choice_labels, next_steps
 from ddpadvisor.i18n import Lang, t, text, value_label
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.model import KnowledgeBase
-from ddpadvisor.kb.values import classify
+from ddpadvisor.kb.values import ValueProblem, classify, condition_holds, parse_value
 from ddpadvisor.observation import PRECEDENCE, Observation
 from ddpadvisor.report.models import (
     CauseOut,
@@ -23,6 +24,7 @@ from ddpadvisor.report.models import (
     FactOut,
     FixOut,
     KBInfo,
+    NextStep,
     QuestionOut,
     SupersededValue,
     VerifyOut,
@@ -34,8 +36,15 @@ CATCH_ALL_MECHANISM = (
     "Either the job is fine (early noise, a normal fine-tuning curve) or the fault is not in the "
     "knowledge base yet: gather more evidence (a trace of the real job is the strongest)."
 )
+CATCH_ALL_NOTHING_FITS = (
+    "Nothing catalogued fits (a symptom a healthy job rarely shows, but no known cause explains it)"
+)
+CATCH_ALL_HEALTHY = "Looks healthy (nothing observed departs from a normal DDP job)"
 SETTLED = 0.85  # stop asking once the top cause has this posterior
 MIN_GAIN = 0.02  # bits; below this a question is not worth asking
+# A fix whose verify command failed: P(fails | its cause, fix applied) vs P(fails | another
+# cause). A correct fix can still fail its check (misapplied, a second fault), so not zero.
+VERIFY_LR = {"failed": 0.15 / 0.9, "passed": 0.85 / 0.1}
 
 
 @dataclass
@@ -78,6 +87,10 @@ def resolve(observations: Iterable[Observation], lang: Lang = "en") -> Resolved:
     return Resolved(winners, superseded, warnings)
 
 
+def _show(v: object) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
 # A rule folder of thousands of causes would otherwise put every one in the output.
 LIST_AT_MOST = 50
 
@@ -101,8 +114,67 @@ class Engine:
             f: classify(self.kb.facts[f], o.value) for f, o in winners.items() if f in self.kb.facts
         }
 
-    def posterior(self, observations: Iterable[Observation]) -> Posterior:
-        return posterior(self.model, self.observed_classes(resolve(observations).winners))
+    def posterior(
+        self, observations: Iterable[Observation], verified: Mapping[str, str] | None = None
+    ) -> Posterior:
+        winners = self.with_implied(resolve(observations).winners)
+        return posterior(self.model, self.observed_classes(winners), self.verify_terms(verified))
+
+    def with_implied(self, winners: dict[str, Observation]) -> dict[str, Observation]:
+        """Winners plus the facts their answers settle (``implies``), where nothing else did."""
+        out = dict(winners)
+        for fid, obs in winners.items():
+            fact = self.kb.facts.get(fid)
+            if fact is None:
+                continue
+            for imp in fact.implies:
+                if not condition_holds(fact, imp, obs.value):
+                    continue
+                for other, raw in imp.then.items():
+                    spec = self.kb.facts.get(other)
+                    if other in out or spec is None:
+                        continue
+                    try:
+                        value = parse_value(spec, raw)
+                    except ValueProblem:
+                        continue
+                    if value is not None:
+                        out[other] = Observation(
+                            fact=other,
+                            value=value,
+                            source=obs.source,
+                            where=obs.where,
+                            detail=f"implied by {fid} = {_show(obs.value)}",
+                        )
+        return out
+
+    def verify_terms(self, verified: Mapping[str, str] | None) -> dict[int, list[Contribution]]:
+        """Evidence from fixes whose verify command was run: a failure argues against the
+        causes the fix addresses, a pass for them."""
+        out: dict[int, list[Contribution]] = {}
+        for fix_id, outcome in (verified or {}).items():
+            lr = VERIFY_LR.get(outcome)
+            if lr is None:
+                continue
+            for ci, cid in enumerate(self.model.causes):
+                cause = self.kb.causes.get(cid)
+                if cause is not None and fix_id in cause.fixes:
+                    out.setdefault(ci, []).append(
+                        Contribution(f"verified.{fix_id}", outcome, math.log(lr), ())
+                    )
+        return out
+
+    def steps(
+        self,
+        post: Posterior,
+        winners: Mapping[str, Observation],
+        *,
+        declined: Iterable[str] = (),
+        gpu_available: bool | None = None,
+    ) -> list[Step]:
+        return next_steps(
+            self.kb, self.model, post, winners, declined=declined, gpu_available=gpu_available
+        )
 
     def questions(
         self,
@@ -112,36 +184,80 @@ class Engine:
         gpu_available: bool | None = None,
         allow: tuple[str, ...] = ("ask", "probe"),
         limit: int | None = 5,
+        winners: Mapping[str, Observation] | None = None,
         lang: Lang = "en",
     ) -> list[QuestionOut]:
-        out = []
-        for fact in self.kb.facts.values():
-            if fact.id in observed:
+        """Questions among the next steps, one per fact; ``observed`` facts (and declined
+        ones passed in it) are never offered. Preconditions are judged on ``winners``."""
+        known = dict(winners or {})
+        out: list[QuestionOut] = []
+        for step in self.steps(post, known, declined=observed - set(known)):
+            if step.kind not in allow:
                 continue
-            how = _how(fact.sources)
-            if how not in allow:
-                continue
-            if fact.needs_gpu and gpu_available is False:
-                continue  # infinite cost: nothing to measure it on
-            gain = expected_gain(self.model, post, fact.id)
-            if gain <= 0:
-                continue
-            out.append(
-                QuestionOut(
-                    fact=fact.id,
-                    question=text(fact, "question", lang),
-                    type=fact.type,
-                    choices=_choices(fact),
-                    help=text(fact, "help", lang),
-                    how=how,  # type: ignore[arg-type]
-                    probe=fact.probe if how == "probe" else None,
-                    expected_gain=round(gain, 6),
-                    cost=fact.cost,
-                    gain_per_cost=round(gain / fact.cost, 6),
+            for fid in step.facts if step.kind != "ask" else step.facts[:1]:
+                if fid in observed or any(q.fact == fid for q in out):
+                    continue
+                fact = self.kb.facts[fid]
+                gain = step.gains.get(fid, step.gain)
+                out.append(
+                    QuestionOut(
+                        fact=fid,
+                        question=text(fact, "question", lang),
+                        type=fact.type,
+                        choices=_choices(fact),
+                        help=text(fact, "help", lang),
+                        how=step.kind,  # type: ignore[arg-type]
+                        probe=step.probe,
+                        expected_gain=round(gain, 6),
+                        cost=step.cost,
+                        gain_per_cost=round(gain / step.cost, 6),
+                    )
                 )
-            )
-        out.sort(key=lambda q: (-q.gain_per_cost, q.fact))
+                if step.kind != "ask":
+                    break
         return out if limit is None else out[:limit]
+
+    def _step_out(self, step: Step, lang: Lang = "en") -> NextStep:
+        if step.kind == "ask":
+            fact = self.kb.facts[step.facts[0]]
+            labels = choice_labels(fact, lang) if fact.type in ("bool", "enum") else None
+            return NextStep(
+                id=step.id,
+                kind="ask",
+                title=text(fact, "question", lang).strip(),
+                fact=fact.id,
+                settles=[fact.id],
+                choices=list(labels) if labels else None,
+                labels=labels,
+                help=(text(fact, "help", lang) or "").strip() or None,
+                expected_gain=round(step.gain, 6),
+                chance=step.chance,
+                cost=step.cost,
+                score=round(step.score, 6),
+            )
+        if step.kind == "probe":
+            title = t("Run the {probe} probe", lang, probe=step.probe)
+            command = f"ddpadvisor probe {step.probe} --nproc 2"
+        elif step.kind == "trace":
+            title = t("Trace your training script for a few steps", lang)
+            command = COMMANDS["trace"]
+        else:
+            title = t("Scan your training script", lang)
+            command = COMMANDS["scan"]
+        return NextStep(
+            id=step.id,
+            kind=step.kind,  # type: ignore[arg-type]
+            title=title,
+            settles=step.facts,
+            help=t("Would settle: ", lang)
+            + ", ".join(step.facts[:6])
+            + (" ..." if len(step.facts) > 6 else ""),
+            command=command,
+            expected_gain=round(step.gain, 6),
+            chance=step.chance,
+            cost=step.cost,
+            score=round(step.score, 6),
+        )
 
     def diagnose(
         self,
@@ -150,12 +266,17 @@ class Engine:
         warnings: list[str] | None = None,
         gpu_available: bool | None = None,
         top: int | None = None,
+        declined: Iterable[str] = (),
+        verified: Mapping[str, str] | None = None,
         lang: Lang = "en",
     ) -> Diagnosis:
         res = resolve(observations, lang)
-        observed = self.observed_classes(res.winners)
-        post = posterior(self.model, observed)
+        winners = self.with_implied(res.winners)
+        observed = self.observed_classes(winners)
+        verified = {k: v for k, v in (verified or {}).items() if v in VERIFY_LR}
+        post = posterior(self.model, observed, self.verify_terms(verified))
         ranking = post.ranking()
+        verdict = self._verdict(post, ranking[0], observed)
         shown = ranking[:top] if top else ranking
         if top is None and len(ranking) > LIST_AT_MOST:
             shown = ranking[:LIST_AT_MOST]
@@ -164,17 +285,26 @@ class Engine:
                 "(--top N for another number, --top 0 for all)"
             )
         causes = [
-            self._cause_out(post, i, rank + 1, res.winners, lang) for rank, i in enumerate(shown)
+            self._cause_out(post, i, rank + 1, winners, verdict, lang)
+            for rank, i in enumerate(shown)
         ]
-        questions = self.questions(post, set(observed), gpu_available=gpu_available, lang=lang)
+        skip = sorted(set(declined) - set(winners))
+        steps = self.steps(post, winners, declined=skip, gpu_available=gpu_available)
+        questions = self.questions(
+            post,
+            set(observed) | set(skip),
+            gpu_available=gpu_available,
+            winners=winners,
+            lang=lang,
+        )
         best = post.probs[ranking[0]]
-        done = best >= SETTLED or not questions or questions[0].expected_gain < MIN_GAIN
+        done = best >= SETTLED or not steps or steps[0].gain < MIN_GAIN
         facts = [
-            self._fact_out(o, res.superseded.get(f, []), lang)
-            for f, o in sorted(res.winners.items())
+            self._fact_out(o, res.superseded.get(f, []), lang) for f, o in sorted(winners.items())
         ]
         claims = self.claims(post, set(observed), lang)
         lead = causes[0]
+        nxt = steps[0].id if steps else ""
         title = lead.title.rstrip("。.")
         summary = (
             t(
@@ -185,11 +315,7 @@ class Engine:
                 title=title,
             )
             + t("{n} facts observed", lang, n=len(observed))
-            + (
-                t(". Settled.", lang)
-                if done
-                else t("; next: {fact}.", lang, fact=questions[0].fact)
-            )
+            + (t(". Settled.", lang) if done else t("; next: {fact}.", lang, fact=nxt))
         )
         return Diagnosis(
             lang=lang,
@@ -202,7 +328,11 @@ class Engine:
             ),
             summary=summary,
             done=done,
+            verdict=verdict,
             causes=causes,
+            next_steps=[self._step_out(st, lang) for st in steps[:8]],
+            declined=skip,
+            verified=verified,  # type: ignore[arg-type]
             next_questions=questions,
             facts=facts,
             claims=claims,
@@ -210,12 +340,27 @@ class Engine:
         )
 
     # -- pieces ---------------------------------------------------------------------------
+    def _verdict(self, post: Posterior, lead: int, observed: Mapping[str, str]) -> str:
+        if post.causes[lead] != CATCH_ALL:
+            return "cause"
+        table_of = self.model.facts
+        other = self.model.catch_all
+        for fid, cls in observed.items():
+            table = table_of.get(fid)
+            if table is None or other not in table.likelihood:
+                continue
+            k = table.index[cls]
+            if table.likelihood[other][k] < 0.5 * table.healthy[k]:
+                return "nothing-fits"
+        return "looks-healthy"
+
     def _cause_out(
         self,
         post: Posterior,
         i: int,
         rank: int,
         winners: dict[str, Observation],
+        verdict: str = "cause",
         lang: Lang = "en",
     ) -> CauseOut:
         cid = post.causes[i]
@@ -223,8 +368,26 @@ class Engine:
         for c in sorted(post.contributions.get(i, []), key=lambda c: -abs(c.log_lr)):
             if abs(c.log_lr) < 1e-9:
                 continue
+            if c.fact.startswith("verified."):
+                fix_id = c.fact.split(".", 1)[1]
+                evidence.append(
+                    EvidenceItem(
+                        fact=c.fact,
+                        value=c.cls,
+                        source="answer",
+                        detail=f"the verify command of fix {fix_id} {c.cls}",
+                        direction="for" if c.log_lr > 0 else "against",
+                        size=round(c.log_lr / math.log(10), 4),
+                        path=[f"cause:{cid}", f"fix:{fix_id}"],
+                    )
+                )
+                continue
             obs = winners[c.fact]
-            strongest = max(c.paths, key=lambda p: p.weight)
+            path = (
+                max(c.paths, key=lambda p: p.weight).nodes(cid)
+                if c.paths
+                else [f"cause:{cid}", f"finding:{c.fact}"]
+            )
             evidence.append(
                 EvidenceItem(
                     fact=c.fact,
@@ -234,20 +397,25 @@ class Engine:
                     detail=obs.detail,
                     direction="for" if c.log_lr > 0 else "against",
                     size=round(c.log_lr / math.log(10), 4),
-                    path=strongest.nodes(cid),
+                    path=path,
                 )
             )
         if cid == CATCH_ALL:
+            title = {
+                "nothing-fits": CATCH_ALL_NOTHING_FITS,
+                "looks-healthy": CATCH_ALL_HEALTHY,
+            }.get(verdict, CATCH_ALL_TITLE)
+            title = t(title, lang)
             return CauseOut(
                 id=CATCH_ALL,
-                title=t(CATCH_ALL_TITLE, lang),
+                title=title,
                 area="none",
                 rank=rank,
                 score=post.probs[i],
                 prior=levels.CATCH_ALL_PRIOR,
                 catch_all=True,
                 mechanism=t(CATCH_ALL_MECHANISM, lang),
-                evidence=[],
+                evidence=evidence,
                 fixes=[],
                 references=[],
             )
@@ -276,6 +444,7 @@ class Engine:
             prior=levels.prior(cause.prior),
             mechanism=text(cause, "mechanism", lang).strip(),
             evidence=evidence,
+            waits_on=post.held.get(i, []),
             fixes=fixes,
             references=[r.url for r in cause.references],
         )

@@ -26,6 +26,8 @@ class Posterior:
     probs: list[float]
     log_weights: list[float]
     contributions: dict[int, list[Contribution]]
+    # cause index -> unknown setup facts that held it below the best cause not resting on one
+    held: dict[int, list[str]] = field(default_factory=dict)
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     _entropy: float | None = field(default=None, repr=False)
 
@@ -46,18 +48,62 @@ class Posterior:
         return self._entropy
 
 
-def log_weights(model: CompiledModel, observed: dict[str, str]) -> list[float]:
-    """Unnormalised log posterior weights, without the explanation (the rule tests' fast path)."""
+# A cause that needs a setup fact nobody has given stays at most this fraction of the best cause
+# that needs none, so it cannot lead on an assumption (issue 13: "no cause leads on a fact that
+# is still unknown"); once the fact is known the cap goes.
+HELD_SHARE = 0.8
+MEASURED_LEAD = math.log(2.0)  # a measurement at least doubling the odds frees the cause
+
+
+def _weights(
+    model: CompiledModel,
+    observed: dict[str, str],
+    extra: dict[int, list[Contribution]] | None,
+    explain: bool,
+) -> tuple[list[float], dict[int, list[Contribution]], dict[int, list[str]]]:
+    """Log weights after the evidence and the held-back cap, with the explanation if asked."""
     logw = [math.log(p) for p in model.priors]
-    for fact_id in sorted(observed):  # the same summation order as posterior()
+    contributions: dict[int, list[Contribution]] = {}
+    freed: set[int] = set()  # causes a measurement backs strongly enough to lift the cap
+    for ci, terms in (extra or {}).items():
+        for term in terms:
+            logw[ci] += term.log_lr
+            contributions.setdefault(ci, []).append(term)
+    for fact_id in sorted(observed):
         table = model.facts.get(fact_id)
         if table is None:
             continue
         k = table.index[observed[fact_id]]
         h = table.healthy[k]
+        measured = fact_id in model.measured
         for ci, dist in table.likelihood.items():
-            logw[ci] += math.log(dist[k] / h)
-    return logw
+            lr = math.log(dist[k] / h)
+            logw[ci] += lr
+            if measured and lr > MEASURED_LEAD:
+                freed.add(ci)
+            if explain:
+                contributions.setdefault(ci, []).append(
+                    Contribution(fact_id, observed[fact_id], lr, tuple(table.paths[ci]))
+                )
+    held: dict[int, list[str]] = {}
+    for ci, facts in model.gates.items():
+        missing = [f for f in facts if f not in observed]
+        if missing and ci not in freed:
+            held[ci] = missing
+    if held:
+        free = max(x for i, x in enumerate(logw) if i not in held)
+        ceiling = free + math.log(HELD_SHARE)
+        for ci in list(held):
+            if logw[ci] > ceiling:
+                logw[ci] = ceiling
+            else:
+                del held[ci]  # not held back: it was below the ceiling anyway
+    return logw, contributions, held
+
+
+def log_weights(model: CompiledModel, observed: dict[str, str]) -> list[float]:
+    """The posterior's log weights without the explanation (the rule tests' fast path)."""
+    return _weights(model, observed, None, explain=False)[0]
 
 
 def rank_of(causes: list[str], logw: list[float], ci: int) -> int:
@@ -68,26 +114,21 @@ def rank_of(causes: list[str], logw: list[float], ci: int) -> int:
     return ahead + ties
 
 
-def posterior(model: CompiledModel, observed: dict[str, str]) -> Posterior:
-    """``observed`` maps fact id -> class label (unobserved facts are simply absent)."""
-    logw = [math.log(p) for p in model.priors]
-    contributions: dict[int, list[Contribution]] = {}
-    for fact_id in sorted(observed):
-        table = model.facts.get(fact_id)
-        if table is None:
-            continue
-        k = table.index[observed[fact_id]]
-        h = table.healthy[k]
-        for ci, dist in table.likelihood.items():
-            lr = math.log(dist[k] / h)
-            logw[ci] += lr
-            contributions.setdefault(ci, []).append(
-                Contribution(fact_id, observed[fact_id], lr, tuple(table.paths[ci]))
-            )
+def posterior(
+    model: CompiledModel,
+    observed: dict[str, str],
+    extra: dict[int, list[Contribution]] | None = None,
+) -> Posterior:
+    """``observed`` maps fact id -> class label (unobserved facts are simply absent).
+
+    ``extra`` adds log-likelihood terms that do not come from a fact table (a fix whose verify
+    failed or passed).
+    """
+    logw, contributions, held = _weights(model, observed, extra, explain=True)
     top = max(logw)
     ws = [math.exp(x - top) for x in logw]
     total = sum(ws)
-    return Posterior(model.causes, [w / total for w in ws], logw, contributions)
+    return Posterior(model.causes, [w / total for w in ws], logw, contributions, held)
 
 
 def _entropy(ps: list[float]) -> float:

@@ -58,6 +58,12 @@ class CompiledModel:
     causes: list[str]
     priors: list[float]
     facts: dict[str, FactTable]
+    # cause index -> setup facts (``context: true``) the cause needs a value of: it cannot
+    # lead while any of them is unknown.
+    gates: dict[int, list[str]] = field(default_factory=dict)
+    # Facts only a probe, trace or scan establishes: a measurement pointing at a cause lets it
+    # lead even while a setup fact is unknown (the measurement presupposes nothing).
+    measured: frozenset[str] = frozenset()
 
     @property
     def catch_all(self) -> int:
@@ -86,6 +92,7 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
             healthy=[h[c] for c in labels],
         )
 
+    gates: dict[int, list[str]] = {}
     for ci, cause in enumerate(cause_ids):
         node = f"cause:{cause}"
         if node not in graph:
@@ -106,6 +113,12 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
                     _add_path(graph, tables, by_fact, fnode, succ.split(":", 1)[1], scaled)
         for fact_id, paths in by_fact.items():
             table = tables[fact_id]
+            if kb.facts[fact_id].context and fact_id not in gates.get(ci, []):
+                for path, sel in paths:
+                    mass = sum(table.healthy[k] for k in sel)
+                    if path.mechanism is None and path.weight >= 0.9 and mass <= 0.6:
+                        gates.setdefault(ci, []).append(fact_id)
+                        break
             dist = list(table.healthy)
             # Noisy-OR over paths that share a predicate, mixtures across predicates, p last.
             merged: dict[frozenset[int], float] = {}
@@ -128,7 +141,23 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
             total = sum(dist)
             table.likelihood[ci] = [d / total for d in dist]
             table.paths[ci] = [p for p, _ in paths]
-    return CompiledModel(causes=causes, priors=priors, facts=tables)
+    # The catch-all predicts a job with no fault at all where the fact says how one looks
+    # (``no_fault``); elsewhere it predicts the leak, like every unlinked cause.
+    other = len(causes) - 1
+    for fact in kb.facts.values():
+        if not fact.no_fault:
+            continue
+        table = tables[fact.id]
+        given = {k: v for k, v in fact.no_fault.items() if k in table.index}
+        rest = [c for c in table.classes if c not in given]
+        remaining = max(0.0, 1.0 - sum(given.values()))
+        dist = [given.get(c, remaining / len(rest) if rest else 0.0) for c in table.classes]
+        dist = [max(1e-3, d) for d in dist]
+        total = sum(dist)
+        table.likelihood[other] = [d / total for d in dist]
+        table.paths[other] = []
+    measured = frozenset(f.id for f in kb.facts.values() if "asked" not in f.sources)
+    return CompiledModel(causes=causes, priors=priors, facts=tables, gates=gates, measured=measured)
 
 
 def _add_path(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddpadvisor.engine.diagnose import Engine
+from ddpadvisor.engine.diagnose import Engine, resolve
 from ddpadvisor.engine.infer import log_weights, posterior, rank_of
 from ddpadvisor.i18n import Lang, untranslated
 from ddpadvisor.kb.model import Origin
 from ddpadvisor.kb.schema import RuleTest
-from ddpadvisor.kb.values import classify, parse_value
+from ddpadvisor.kb.values import parse_value
 from ddpadvisor.observation import Observation
 
 
@@ -32,14 +32,27 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
     """
     kb = engine.kb
     model = engine.model
-    observed: dict[str, str] = {}
+    obs: list[Observation] = []
+    fails: list[str] = []
+    if test.text:
+        from ddpadvisor.evidence.intake import extract, to_observations
+
+        found = extract(kb, test.text)
+        got = {f.fact: f.value for f in found}
+        for fid, raw in test.expect_facts.items():
+            want = parse_value(kb.facts[fid], raw)
+            if got.get(fid) != want:
+                seen = got.get(fid, "nothing")
+                fails.append(f"intake: expected {fid} = {raw} from the text, got {seen}")
+        obs.extend(to_observations(found, str(origin)))
     for fid, raw in test.facts.items():
         value = parse_value(kb.facts[fid], raw)
         if value is not None:
-            observed[fid] = classify(kb.facts[fid], value)
+            obs.append(Observation(fact=fid, value=value, source="answer", where=str(origin)))
+    # The same observed classes as a diagnosis (implied facts included), without explaining.
+    observed = engine.observed_classes(engine.with_implied(resolve(obs).winners))
     logw = log_weights(model, observed)
     index = engine.cause_index
-    fails: list[str] = []
 
     def name(c: str) -> str:
         return kb.resolve_cause(c) or c

@@ -2,16 +2,19 @@
 
 The user's job has one fault. For every askable fact their true answer is the class that the
 fault makes most likely (ties and unlinked facts: the healthy mode). The loop asks the question
-the engine proposes (asked facts only) until the true cause ranks first and the engine would
-stop, or the questions run out.
+the engine proposes (its best "ask" next step, preconditions included) until the true cause
+ranks first and the engine would stop, or the questions run out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddpadvisor.engine.diagnose import SETTLED, Engine, _how
-from ddpadvisor.engine.infer import expected_gain, posterior
+from ddpadvisor.engine.diagnose import SETTLED, Engine
+from ddpadvisor.engine.infer import posterior
+from ddpadvisor.engine.questions import next_steps
+from ddpadvisor.kb.schema import Fact
+from ddpadvisor.observation import Observation
 
 
 @dataclass
@@ -32,11 +35,29 @@ def true_answers(engine: Engine, cause: str) -> dict[str, str]:
     return answers
 
 
+def representative(fact: Fact, cls: str) -> bool | int | float | str:
+    """A value of the class, for judging preconditions (``ask_if``) on a simulated answer."""
+    if fact.type == "bool":
+        return cls == "true"
+    if fact.type in ("int", "float") and fact.bins:
+        edges = fact.bins
+        if cls.startswith(">="):
+            x = float(cls[2:])
+        elif cls.startswith("<"):
+            x = float(cls[1:]) - 1
+        else:
+            x = float(cls.split("..")[0])
+        x = max(x, 0.0) if edges[0] > 0 else x
+        return int(x) if fact.type == "int" else x
+    return cls
+
+
 def simulate(engine: Engine, cause: str, max_questions: int = 25) -> Session:
     model = engine.model
+    kb = engine.kb
     truth = true_answers(engine, cause)
-    askable = [f.id for f in engine.kb.facts.values() if _how(f.sources) == "ask"]
     observed: dict[str, str] = {}
+    winners: dict[str, Observation] = {}
     asked: list[str] = []
     first_at = settled_at = None
     for n in range(max_questions + 1):
@@ -48,15 +69,12 @@ def simulate(engine: Engine, cause: str, max_questions: int = 25) -> Session:
             settled_at = n
         if settled_at is not None or n == max_questions:
             break
-        gains = [
-            (expected_gain(model, post, f) / engine.kb.facts[f].cost, f)
-            for f in askable
-            if f not in observed
-        ]
-        gains = [g for g in gains if g[0] > 1e-9]
-        if not gains:
+        asks = [st for st in next_steps(kb, model, post, winners) if st.kind == "ask"]
+        if not asks:
             break
-        _, best = max(gains)
+        best = asks[0].facts[0]
         observed[best] = truth[best]
+        value = representative(kb.facts[best], truth[best])
+        winners[best] = Observation(fact=best, value=value, source="answer")
         asked.append(best)
     return Session(cause, asked, first_at, settled_at)

@@ -19,21 +19,27 @@ class Sources:
     scripts: list[Path] = field(default_factory=list)
     traces: list[Path] = field(default_factory=list)
     probe_results: list[Path] = field(default_factory=list)
+    describe: list[Path] = field(default_factory=list)  # free-text descriptions (intake)
 
 
 def gather(kb: KnowledgeBase, sources: Sources) -> Gathered:
     """Order matters only within a precedence level: later wins, so --set follows --answers."""
     out = Gathered()
+    # A description first: an answers file and --set override what the text suggested.
+    if sources.describe:
+        from ddpadvisor.evidence.intake import read_description
+
+        for path in sources.describe:
+            out.extend(read_description(kb, path))
     if sources.answers:
-        from ddpadvisor.evidence.answers import read_answers
+        from ddpadvisor.evidence.answers import read_answer_file
 
         for path in sources.answers:
-            obs, warns = read_answers(kb, path)
-            out.extend(Gathered(obs, warns))
+            out.extend(read_answer_file(kb, path))
     if sources.sets:
-        from ddpadvisor.evidence.answers import parse_set
+        from ddpadvisor.evidence.answers import read_sets
 
-        out.extend(Gathered(parse_set(kb, sources.sets)))
+        out.extend(read_sets(kb, sources.sets))
     if sources.scripts:
         from ddpadvisor.evidence.script_scan import scan_script
 

@@ -9,13 +9,23 @@ from typing import TYPE_CHECKING
 
 from ddpadvisor.bundled import probe_catalog
 from ddpadvisor.kb.model import CATCH_ALL
-from ddpadvisor.kb.values import ValueProblem, classes, parse_value, predicate_classes
+from ddpadvisor.kb.values import (
+    ValueProblem,
+    classes,
+    option_labels,
+    option_values,
+    parse_value,
+    predicate_classes,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ddpadvisor.kb.model import KnowledgeBase
+    from ddpadvisor.kb.schema import Fact
 
 # Subcommands a fix's verify command may name (kept in sync with cli.py by a test).
-SUBCOMMANDS = {"trace", "probe", "kb", "schema", "report", "claims"}
+SUBCOMMANDS = {"trace", "probe", "kb", "schema", "report", "claims", "ask"}
 # Probes in probes/ (checked against the folder by a test).
 
 
@@ -41,6 +51,13 @@ def check_references(kb: KnowledgeBase) -> None:
                     )
             if sum(fact.healthy.values()) > 1.0 + 1e-9:
                 problem("facts", fact.id, f"fact {fact.id!r}: healthy probabilities sum above 1")
+
+    for fact in kb.facts.values():
+
+        def fact_problem(msg: str, fid: str = fact.id) -> None:
+            problem("facts", fid, msg)
+
+        check_interview(kb, fact, fact_problem)
 
     def check_links(kind: str, owner: str, links: list, *, allow_p: bool) -> None:
         for link in links:
@@ -127,6 +144,15 @@ def check_references(kb: KnowledgeBase) -> None:
                 parse_value(test_fact, raw)
             except ValueProblem as exc:
                 bad(str(exc))
+        for fid, raw in test.expect_facts.items():
+            expect_fact = kb.facts.get(fid)
+            if expect_fact is None:
+                bad(f"expect_facts: unknown fact id {fid!r}")
+                continue
+            try:
+                parse_value(expect_fact, raw)
+            except ValueProblem as exc:
+                bad(f"expect_facts: {exc}")
         named = [test.expect_top] if test.expect_top else []
         named += test.expect_in_top + test.expect_not_top
         named += [c for pair in test.expect_below for c in pair]
@@ -157,6 +183,58 @@ def missing_translations(kb: KnowledgeBase, lang: str = "zh") -> list[str]:
                     f"text for {', '.join(fields)}"
                 )
     return out
+
+
+def check_interview(kb: KnowledgeBase, fact: Fact, problem: Callable[[str], None]) -> None:
+    """The interview fields of a fact: preconditions, links to other facts, labels, mentions."""
+    me = f"fact {fact.id!r}"
+    for cond in fact.ask_if:
+        other = kb.facts.get(cond.fact)
+        if other is None:
+            problem(f"{me}: ask_if names unknown fact {cond.fact!r}")
+        elif cond.fact == fact.id:
+            problem(f"{me}: ask_if cannot depend on the fact itself")
+        elif (cond.ge is not None or cond.lt is not None) and other.type not in ("int", "float"):
+            problem(f"{me}: ask_if uses ge/lt on {cond.fact!r}, which is {other.type}")
+        elif cond.is_ is not None or cond.in_ is not None:
+            wanted = [cond.is_] if cond.is_ is not None else list(cond.in_ or [])
+            for w in wanted:
+                try:
+                    parse_value(other, w)
+                except ValueProblem as exc:
+                    problem(f"{me}: ask_if: {exc}")
+    for other_id in fact.settled_by:
+        if other_id not in kb.facts:
+            problem(f"{me}: settled_by names unknown fact {other_id!r}")
+    for imp in fact.implies:
+        for other_id, raw in imp.then.items():
+            target = kb.facts.get(other_id)
+            if target is None:
+                problem(f"{me}: implies names unknown fact {other_id!r}")
+                continue
+            try:
+                parse_value(target, raw)
+            except ValueProblem as exc:
+                problem(f"{me}: implies: {exc}")
+    allowed = set(option_values(fact) or ["unknown"])
+    for lang, labels in (("en", fact.labels or {}), ("zh", option_labels(fact, "zh"))):
+        for key in labels:
+            if key not in allowed:
+                problem(
+                    f"{me}: {lang} label for {key!r}, not an option ({', '.join(sorted(allowed))})"
+                )
+    for mention in fact.mentions:
+        patterns = [*mention.en, *mention.zh]
+        if not patterns:
+            problem(f"{me}: a mention needs at least one en or zh pattern")
+        carries = all("(?P<value>" in p for p in patterns)
+        if mention.value is None and not carries:
+            problem(f"{me}: a mention without 'value' needs a (?P<value>...) group in each pattern")
+        if mention.value is not None:
+            try:
+                parse_value(fact, mention.value)
+            except ValueProblem as exc:
+                problem(f"{me}: mention: {exc}")
 
 
 def verify_command_problem(command: str) -> str | None:

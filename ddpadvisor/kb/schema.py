@@ -113,10 +113,85 @@ class StrClass(_Strict):
         return v
 
 
+# A pattern may not repeat a group that itself repeats ("(a+)+", "(?:x*)*"): such regexes can
+# backtrack catastrophically on a long forum post.
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)[+*{]")
+MAX_PATTERN = 200
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a mention pattern is unsafe or invalid; None when it is fine."""
+    if len(pattern) > MAX_PATTERN:
+        return f"pattern longer than {MAX_PATTERN} characters"
+    if _NESTED_QUANTIFIER.search(pattern):
+        return "nested quantifier (a repeated group that itself repeats) may backtrack badly"
+    if re.search(r"\\[1-9]|\(\?P=", pattern):
+        return "back-references are not allowed"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"invalid regular expression: {exc}"
+    return None
+
+
+class Condition(_Strict):
+    """A predicate on one fact's answer (the same forms as a link: is / in / ge / lt)."""
+
+    fact: str = Field(pattern=FACT_ID)
+    is_: bool | str | int | float | None = Field(None, alias="is")
+    in_: list[str] | None = Field(None, alias="in")
+    ge: float | None = None
+    lt: float | None = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _one_predicate(self) -> Condition:
+        preds = [x for x in (self.is_, self.in_, self.ge, self.lt) if x is not None]
+        if not preds:
+            raise ValueError("a condition needs a predicate: is, in, ge or lt")
+        if (self.is_ is not None or self.in_ is not None) and len(preds) > 1:
+            raise ValueError("use one of is / in, or ge and/or lt")
+        return self
+
+
+class Implication(_Strict):
+    """One answer settling another fact: when this fact's answer matches, ``then`` holds too."""
+
+    is_: bool | str | int | float | None = Field(None, alias="is")
+    in_: list[str] | None = Field(None, alias="in")
+    ge: float | None = None
+    lt: float | None = None
+    then: dict[str, bool | int | float | str] = Field(min_length=1)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Mention(_Strict):
+    """Phrases in a user's own description that state this fact's value.
+
+    Each pattern is a regular expression searched case-insensitively; a named group ``value``
+    (``(?P<value>\\d+)``) supplies the value of a number or text fact instead of ``value``.
+    """
+
+    value: bool | int | float | str | None = None
+    en: list[str] = []
+    zh: list[str] = []
+
+    @field_validator("en", "zh")
+    @classmethod
+    def _safe(cls, v: list[str]) -> list[str]:
+        for pattern in v:
+            msg = pattern_problem(pattern)
+            if msg:
+                raise ValueError(f"mention pattern {pattern!r}: {msg}")
+        return v
+
+
 class Fact(_Translatable):
     """An observation: something asked, scanned, probed or traced."""
 
-    TRANSLATED = ("question", "help")
+    TRANSLATED = ("question", "help", "labels")
 
     id: str = Field(pattern=FACT_ID)
     type: FactType
@@ -138,6 +213,40 @@ class Fact(_Translatable):
     cost: float = Field(1.0, gt=0, description="Relative cost of asking (1 = one easy question).")
     probe: str | None = Field(None, description="The probe that measures this fact.")
     needs_gpu: bool = False
+    labels: dict[str, str] | None = Field(
+        None,
+        description="The option shown to a person for each value (bool: true/false; enum: its "
+        "values; 'unknown' for don't know); zh.labels gives the Chinese.",
+    )
+    ask_if: list[Condition] = Field(
+        [],
+        description="Preconditions: the question is asked only once every condition's fact is "
+        "known and holds (nothing presupposes an answer not given).",
+    )
+    settled_by: list[str] = Field(
+        [], description="Facts whose known value makes this question redundant."
+    )
+    implies: list[Implication] = Field(
+        [], description="Answers of this fact that settle other facts as well."
+    )
+    answerable: Probability | None = Field(
+        None,
+        description="Chance that a person asked can give an answer other than don't know "
+        "(default by cost).",
+    )
+    no_fault: dict[str, Probability] | None = Field(
+        None,
+        description="Distribution of the classes in a job with no fault at all: what the "
+        "catch-all 'other' predicts; a symptom rare here lowers 'no fault'. Default: healthy.",
+    )
+    context: bool = Field(
+        False,
+        description="Describes the setup (precision, accumulation, ...): a cause that needs a "
+        "value of it cannot lead while it is unknown.",
+    )
+    mentions: list[Mention] = Field(
+        [], description="Patterns that find this fact in a free-text description (intake)."
+    )
     override: Override | None = None
 
     @model_validator(mode="after")
@@ -292,7 +401,13 @@ class RuleTest(_Strict):
 
     id: str = Field(pattern=NODE_ID)
     description: str | None = None
-    facts: dict[str, bool | int | float | str]
+    facts: dict[str, bool | int | float | str] = {}
+    text: str | None = Field(
+        None, description="A free-text description; its intake findings join 'facts'."
+    )
+    expect_facts: dict[str, bool | int | float | str] = Field(
+        {}, description="Facts the intake must find in 'text' (fact id -> value)."
+    )
     expect_top: str | None = Field(None, description="This cause must rank first.")
     expect_in_top: list[str] = Field([], description="These causes must be in the top k.")
     k: int = Field(3, ge=1)
@@ -304,8 +419,16 @@ class RuleTest(_Strict):
 
     @model_validator(mode="after")
     def _has_expectation(self) -> RuleTest:
-        if not (self.expect_top or self.expect_in_top or self.expect_below or self.expect_not_top):
+        if not (
+            self.expect_top
+            or self.expect_in_top
+            or self.expect_below
+            or self.expect_not_top
+            or self.expect_facts
+        ):
             raise ValueError("a rule test needs at least one expect_* field")
+        if self.expect_facts and not self.text:
+            raise ValueError("'expect_facts' needs a 'text' to read them from")
         return self
 
 

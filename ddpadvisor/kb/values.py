@@ -18,8 +18,22 @@ Value = bool | int | float | str
 
 UNKNOWN = "unknown"
 
-_TRUE = {"true", "yes", "y", "1", "on"}
-_FALSE = {"false", "no", "n", "0", "off"}
+_TRUE = {"true", "yes", "y", "1", "on", "是", "对", "有", "是的", "对的", "有的", "用了", "开了"}
+_FALSE = {"false", "no", "n", "0", "off", "否", "不", "不是", "没有", "无", "没", "没用", "不对"}
+# Ways of saying "don't know" (English and Chinese); each means the fact stays unobserved.
+UNKNOWN_WORDS = {
+    UNKNOWN,
+    "",
+    "?",
+    "dont-know",
+    "don't know",
+    "dont know",
+    "n/a",
+    "不知道",
+    "不清楚",
+    "不确定",
+    "未知",
+}
 
 
 class ValueProblem(ValueError):
@@ -83,8 +97,10 @@ def parse_value(fact: Fact, raw: Any) -> Value | None:
     """
     if raw is None:
         return None
-    if isinstance(raw, str) and raw.strip().lower() in (UNKNOWN, "", "?", "dont-know"):
+    if is_unknown(raw):
         return None
+    if isinstance(raw, str):
+        raw = _from_label(fact, raw)
     t = fact.type
     if t == "bool":
         if isinstance(raw, bool):
@@ -143,6 +159,66 @@ def _number(fact: Fact, raw: Any) -> int | float:
             value = int(value)
         return value
     return float(value)
+
+
+def is_unknown(raw: Any) -> bool:
+    """Whether an answer means "don't know" (null, ``unknown``, ``不知道`` ...)."""
+    return raw is None or (isinstance(raw, str) and raw.strip().lower() in UNKNOWN_WORDS)
+
+
+def _from_label(fact: Fact, raw: str) -> str:
+    """An option label (English or Chinese) turned into the value it stands for."""
+    text = raw.strip()
+    low = text.lower()
+    for value, label in option_labels(fact, "en").items():
+        if low == label.strip().lower():
+            return value
+    for value, label in option_labels(fact, "zh").items():
+        if text == label.strip():
+            return value
+    # A short word that one of the fact's mentions stands for ("震荡", "发散", "blows up").
+    if fact.type == "enum":
+        for mention in fact.mentions:
+            if mention.value is None:
+                continue
+            for pattern in (*mention.en, *mention.zh):
+                if re.fullmatch(pattern, text, re.IGNORECASE):
+                    return str(mention.value)
+    return raw
+
+
+def option_labels(fact: Fact, lang: str = "en") -> dict[str, str]:
+    """The label shown for each option value (``true``/``false``, enum values, ``unknown``)."""
+    if lang == "zh":
+        zh = (fact.zh or {}).get("labels")
+        return dict(zh) if isinstance(zh, dict) else {}
+    return dict(fact.labels or {})
+
+
+def option_values(fact: Fact) -> list[str] | None:
+    """The options of a question, "don't know" included; None for free input."""
+    if fact.type == "bool":
+        return ["true", "false", UNKNOWN]
+    if fact.type == "enum":
+        return [*(fact.values or []), UNKNOWN]
+    return None
+
+
+def condition_holds(fact: Fact, cond: Any, value: Value) -> bool:
+    """Whether a typed value satisfies a condition (anything with is_/in_/ge/lt)."""
+    if cond.is_ is not None or cond.in_ is not None:
+        if fact.type in ("int", "float") and cond.is_ is not None:
+            return float(value) == float(cond.is_)
+        wanted = [cond.is_] if cond.is_ is not None else list(cond.in_)
+        got = classify(fact, value) if fact.type in ("bool", "str") else str(value)
+        norm = {("true" if w else "false") if isinstance(w, bool) else str(w) for w in wanted}
+        return got in norm or str(value) in norm
+    if fact.type not in ("int", "float"):
+        return False
+    x = float(value)
+    if cond.ge is not None and x < cond.ge:
+        return False
+    return not (cond.lt is not None and x >= cond.lt)
 
 
 def predicate_classes(fact: Fact, link: Link) -> set[str]:

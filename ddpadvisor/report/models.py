@@ -52,6 +52,11 @@ class CauseOut(BaseModel):
     catch_all: bool = False
     mechanism: str
     evidence: list[EvidenceItem]
+    waits_on: list[str] = Field(
+        [],
+        description="Setup facts still unknown that this cause needs: until they are known it "
+        "is held below the best cause that needs none",
+    )
     fixes: list[FixOut]
     references: list[str]
 
@@ -67,6 +72,32 @@ class QuestionOut(BaseModel):
     expected_gain: float = Field(ge=0.0, description="Expected entropy reduction, bits")
     cost: float
     gain_per_cost: float
+
+
+class NextStep(BaseModel):
+    """One thing to do next: a question to answer, or a probe, trace or scan to run."""
+
+    id: str = Field(description="ask:FACT, probe:NAME, trace or scan; decline it by this id")
+    kind: Literal["ask", "probe", "trace", "scan"]
+    title: str = Field(description="The question, or what the run does")
+    fact: str | None = Field(None, description="The fact an ask settles")
+    settles: list[str] = Field(description="Facts this step would establish, most useful first")
+    choices: list[str] | None = Field(None, description="Option values, don't know included")
+    labels: dict[str, str] | None = Field(None, description="Option value -> label shown")
+    help: str | None = Field(None, description="How to find the answer or run the step")
+    command: str | None = None
+    expected_gain: float = Field(ge=0.0, description="Expected entropy reduction, bits")
+    chance: float = Field(ge=0.0, le=1.0, description="Chance this user can carry it out")
+    cost: float
+    score: float = Field(description="expected_gain x chance / cost; the list's order")
+
+
+class IntakeOut(BaseModel):
+    """A fact read from the user's own description, with the phrase it came from."""
+
+    fact: str
+    value: Scalar
+    phrase: str
 
 
 class SupersededValue(BaseModel):
@@ -119,8 +150,27 @@ class Diagnosis(BaseModel):
     done: bool = Field(
         description="True when the top cause is settled or no question is worth asking"
     )
+    verdict: Literal["cause", "nothing-fits", "looks-healthy"] = Field(
+        "cause",
+        description="cause: a catalogued cause leads; nothing-fits: the catch-all leads although "
+        "a symptom healthy jobs rarely show was reported; looks-healthy: nothing abnormal seen",
+    )
     causes: list[CauseOut]
-    next_questions: list[QuestionOut]
+    next_steps: list[NextStep] = Field(
+        [], description="Questions, probes, trace and scan together, best first"
+    )
+    declined: list[str] = Field(
+        [], description="Facts and steps answered don't know: never proposed again"
+    )
+    verified: dict[str, Literal["failed", "passed"]] = Field(
+        {}, description="Fix id -> outcome of its verify command"
+    )
+    next_questions: list[QuestionOut] = Field(
+        description="The questions among next_steps (kept for older consumers)"
+    )
+    intake: list[IntakeOut] = Field(
+        [], description="Facts read from a free-text description (ddpadvisor ask)"
+    )
     facts: list[FactOut]
     claims: list[ClaimOut]
     warnings: list[str]

@@ -137,12 +137,14 @@ def render_text(d: Diagnosis, *, top: int = 5) -> str:
                 lines.extend("    " + ln for ln in fix.code.after.rstrip().splitlines())
             lines.append(f"  {_label('verify:', lang)}{fix.verify.command}")
             lines.extend(wrap_(f"  {_label('expect:', lang)}{fix.verify.expect}"))
-    if d.next_questions:
+    if d.next_steps:
         lines += ["", t("Most informative next steps:", lang)]
-        for q in d.next_questions[:5]:
-            how = f"{t('probe', lang)} {q.probe}" if q.probe else t(q.how, lang)
-            gain = t("gain {gain} bits", lang, gain=f"{q.expected_gain:.2f}")
-            lines.append(f"  [{how}] {q.fact}: {q.question} ({gain})")
+        for st in d.next_steps[:5]:
+            what = f"{st.fact}: {st.title}" if st.kind == "ask" else st.title
+            gain = t("gain {gain} bits", lang, gain=f"{st.expected_gain:.2f}")
+            lines.extend(wrap_(f"  [{st.id}] {what} ({gain})"))
+            if st.command:
+                lines.append(f"      {st.command}")
     if d.claims:
         lines += ["", t("Forum advice, judged on this evidence:", lang)]
         for cl in d.claims[:12]:
@@ -190,12 +192,13 @@ def render_markdown(d: Diagnosis, *, top: int = 5) -> str:
             md += ["", f"{_label('Verify:', lang)}`{fix.verify.command}` — {fix.verify.expect}", ""]
         if c.references:
             md.append(t("References:", lang) + " " + ", ".join(c.references))
-    if d.next_questions:
+    if d.next_steps:
         md += ["", f"## {t('Next steps', lang)}", ""]
         md.extend(
-            f"- **{q.fact}** ({t(q.how, lang)}): {q.question} — "
-            + t("gain {gain} bits", lang, gain=f"{q.expected_gain:.2f}")
-            for q in d.next_questions
+            f"- **{st.id}**: {st.title} — "
+            + t("gain {gain} bits", lang, gain=f"{st.expected_gain:.2f}")
+            + (f" — `{st.command}`" if st.command else "")
+            for st in d.next_steps
         )
     if d.claims:
         md += [

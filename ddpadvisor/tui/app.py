@@ -51,8 +51,10 @@ class DDPAdvisorApp(App[int]):
         trace_runner: Runner,
         show_start: bool = True,
         nproc: int = 2,
+        describe_text: str = "",
     ) -> None:
         super().__init__()
+        self.describe_text = describe_text
         self.session = session
         self.probe_runner = probe_runner
         self.trace_runner = trace_runner
@@ -95,7 +97,9 @@ class DDPAdvisorApp(App[int]):
 
     def on_mount(self) -> None:
         self.push_screen(self.diagnose_screen)
-        if self.show_start:
+        if self.describe_text:
+            self.open_describe(self.describe_text)  # --describe FILE: confirm what it says
+        elif self.show_start:
             self.open_evidence(start=True)
 
     # -- evidence ---------------------------------------------------------------------------
@@ -128,10 +132,17 @@ class DDPAdvisorApp(App[int]):
     def _evidence_chosen(self, result: EvidenceResult | None) -> None:
         if result is None:
             return
-        if result.choice == "run-probes":
+        if result.choice == "describe":
+            self.open_describe()
+        elif result.choice == "run-probes":
             self.start_probes(())
         elif result.choice == "run-trace" and result.path is not None:
             self.start_trace(result.path)
+
+    def open_describe(self, text: str = "") -> None:
+        from ddpadvisor.tui.screens.describe import DescribeScreen
+
+        self.push_screen(DescribeScreen(text))
 
     # -- runs -------------------------------------------------------------------------------
     def start_probes(self, probes: tuple[str, ...]) -> None:
@@ -196,6 +207,7 @@ def create_app(
     gpu_available: bool | None = None,
     nproc: int = 2,
     lang: Lang | None = None,
+    describe_text: str = "",
 ) -> DDPAdvisorApp:
     """Build the app; tests pass their own engine, session and fake runners. ``lang`` (when
     given) overrides the session's language."""
@@ -214,6 +226,7 @@ def create_app(
         trace_runner=trace_runner or runner,
         show_start=show_start,
         nproc=nproc,
+        describe_text=describe_text,
     )
 
 
@@ -241,8 +254,11 @@ def session_from_args(args: argparse.Namespace) -> Session:
 
 
 def run_tui(args: argparse.Namespace) -> int:
+    from ddpadvisor.evidence.intake import read_text
+
     session = session_from_args(args)
     has_sources = bool(session.observations() or session.sources)
-    app = create_app(session=session, show_start=not has_sources)
+    text = "\n\n".join(read_text(p) for p in getattr(args, "describe", []))
+    app = create_app(session=session, show_start=not has_sources, describe_text=text)
     app.run()
     return app.return_code or 0

@@ -54,6 +54,7 @@ class Session:
     measured: list[Observation] = field(default_factory=list)
     answers: dict[str, Observation] = field(default_factory=dict)  # insertion order = history
     declined: set[str] = field(default_factory=set)  # "don't know" or skipped: not asked again
+    verified: dict[str, str] = field(default_factory=dict)  # fix id -> failed | passed
     warnings: list[str] = field(default_factory=list)
     sources: list[LoadedSource] = field(default_factory=list)
     trace_dirs: list[Path] = field(default_factory=list)
@@ -74,6 +75,8 @@ class Session:
             warnings=self.warnings,
             gpu_available=self.gpu_available,
             lang=self.lang,
+            declined=sorted(self.declined),
+            verified=self.verified,
         )
         return self.diagnosis
 
@@ -87,8 +90,15 @@ class Session:
         assert self.diagnosis is not None
         return self.diagnosis
 
+    def verify_result(self, fix_id: str, outcome: str) -> Diagnosis:
+        """Record the outcome of a fix's verify command (failed / passed)."""
+        self.verified[fix_id] = outcome
+        return self.refresh()
+
     def add_gathered(self, got: Gathered, kind: str, path: Path | None) -> Diagnosis:
         self.loaded.extend(got.observations)
+        self.declined.update(got.declined)
+        self.verified.update(got.verified)
         self.warnings.extend(got.warnings)
         if path is not None:
             self.sources.append(LoadedSource(kind, path, len(got.observations)))
@@ -165,6 +175,9 @@ class Session:
                     )
                 )
             restored += 1
+        # "Don't know" and verify outcomes are part of the session too.
+        self.declined.update(saved.declined)
+        self.verified.update(saved.verified)
         self.sources.append(LoadedSource("session", path, restored))
         return self.refresh()
 
@@ -189,6 +202,19 @@ class Session:
             self.declined.discard(fact_id)
         return self.refresh()
 
+    def answer_described(self, findings: list[Any]) -> Diagnosis:
+        """Facts the user confirmed from their own description (``intake.Finding``s)."""
+        for f in findings:
+            self.answers[f.fact] = Observation(
+                fact=f.fact,
+                value=f.value,
+                source="answer",
+                where=TUI_WHERE,
+                detail=f"from your description: \u201c{f.phrase}\u201d",
+            )
+            self.declined.discard(f.fact)
+        return self.refresh()
+
     def skip(self, fact_id: str) -> Diagnosis:
         self.declined.add(fact_id)
         return self.refresh()
@@ -207,16 +233,7 @@ class Session:
         for q in self.current.next_questions:
             if q.fact not in self.declined and q.fact not in observed:
                 return q
-        # The diagnosis lists only the best few; ask the engine for the whole list.
-        post = self.engine.posterior(self.observations())
-        rest = self.engine.questions(
-            post,
-            observed | self.declined,
-            gpu_available=self.gpu_available,
-            limit=1,
-            lang=self.lang,
-        )
-        return rest[0] if rest else None
+        return None
 
     def edit_prompt(self, fact_id: str) -> Prompt:
         fact = self.engine.kb.facts[fact_id]

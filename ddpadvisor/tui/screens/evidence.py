@@ -32,6 +32,7 @@ class Choice:
 
 
 CHOICES = (
+    Choice("describe", "Describe the problem in my own words (or paste a forum post)…", None),
     Choice("nothing", "Nothing yet: ask me questions", None),
     Choice("script", "A training script (read, never run)…", "file", "path/to/train.py"),
     Choice("trace", "A trace folder from 'ddpadvisor trace'…", "folder", "path/to/trace-dir"),
@@ -50,7 +51,7 @@ class EvidenceResult:
 
 class EvidenceScreen(ModalScreen[EvidenceResult | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "pick(1)", "Choose", key_display="1-7"),
+        Binding("1", "pick(1)", "Choose", key_display=f"1-{len(CHOICES)}"),
         *(
             Binding(str(n), f"pick({n})", f"Choose {n}", show=False)
             for n in range(2, len(CHOICES) + 1)

@@ -18,6 +18,8 @@ class FixScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "copy_verify", "Copy verify command"),
         Binding("y", "copy_code", "Copy code"),
+        Binding("n", "verified('failed')", "Verify failed"),
+        Binding("w", "verified('passed')", "Verify passed", show=False),
         Binding("escape", "dismiss", "Close"),
     ]
 
@@ -45,6 +47,18 @@ class FixScreen(ModalScreen[None]):
             return
         self.app.copy_to_clipboard(self.fix.code.after)
         self.notify(t("Copied the fixed code."), timeout=3)
+
+    def action_verified(self, outcome: str) -> None:
+        """The repair loop: the verify command's outcome is evidence about the cause."""
+        from ddpadvisor.tui.app import DDPAdvisorApp
+
+        app = self.app
+        if not isinstance(app, DDPAdvisorApp):
+            return
+        app.session.verify_result(self.fix.id, outcome)
+        app.changed(f"verify {outcome}")
+        score = next((c.score for c in app.session.current.causes if c.id == self.cause_id), 0.0)
+        self.notify(f"Verify {outcome}: {self.cause_id} now {score:.0%}", timeout=4)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

@@ -1,0 +1,191 @@
+"""Next steps: which question to ask, or which probe, trace or scan to run, next.
+
+Every candidate step is scored by decision-theoretic value: the expected entropy reduction of
+the cause posterior (bits) if the step settles its facts, times the chance that this user can
+carry it out (answer other than "don't know", run the probe ...), divided by its cost.
+
+- An *ask* settles one fact a person can answer; it is offered only when its preconditions
+  (``ask_if``) hold on answers already given, and never again once declined.
+- A *probe* settles every fact its probe measures; a *trace* and a *scan* settle every fact
+  they can establish. Their gain is the joint gain of the facts they settle (the most
+  informative few, enumerated exactly under the single-fault model).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ddpadvisor.engine.infer import Posterior
+from ddpadvisor.engine.model import CompiledModel
+from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.kb.schema import Fact
+from ddpadvisor.kb.values import condition_holds, option_labels, option_values
+from ddpadvisor.observation import Observation
+
+# Cost and the chance it can be carried out, per kind of measured step. A probe needs torchrun
+# on the machine; a trace needs the training script and a short run of it; a scan needs the
+# script file only.
+STEP_COST = {"probe": 3.0, "trace": 5.0, "scan": 2.0}
+STEP_CHANCE = {"probe": 0.7, "trace": 0.6, "scan": 0.8}
+GPU_UNKNOWN_CHANCE = 0.5  # a GPU-only probe where nobody said whether a GPU is at hand
+JOINT_FACTS = 3  # a measured step's gain is enumerated over its this-many best facts
+STEP_IDS = ("trace", "scan")  # plus "probe:NAME" and "ask:FACT"
+
+COMMANDS = {
+    "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --trace trace-out",
+    "scan": "ddpadvisor --json --script train.py",
+}
+
+
+def default_chance(fact: Fact) -> float:
+    """How likely a person knows the answer offhand, from how much effort it takes."""
+    if fact.answerable is not None:
+        return fact.answerable
+    if fact.cost <= 1:
+        return 0.85
+    if fact.cost <= 1.5:
+        return 0.75
+    if fact.cost <= 2:
+        return 0.6
+    return 0.4
+
+
+@dataclass
+class Step:
+    id: str
+    kind: str  # ask | probe | trace | scan
+    facts: list[str]
+    gain: float
+    chance: float
+    cost: float
+    probe: str | None = None
+    gains: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        return self.gain * self.chance / self.cost
+
+
+def joint_gain(model: CompiledModel, post: Posterior, facts: list[str]) -> float:
+    """Expected entropy reduction (bits) from observing all of ``facts`` together."""
+    tables = [model.facts[f] for f in facts if f in model.facts]
+    if not tables:
+        return 0.0
+    probs = post.probs
+    n = len(probs)
+    rows = [[t.likelihood.get(i, t.healthy) for t in tables] for i in range(n)]
+    h_now = post.entropy()
+    after = 0.0
+    for combo in itertools.product(*(range(len(t.classes)) for t in tables)):
+        q = [probs[i] * math.prod(r[j][k] for j, k in enumerate(combo)) for i, r in enumerate(rows)]
+        pk = sum(q)
+        if pk <= 0:
+            continue
+        after += -sum(x * math.log2(x / pk) for x in q if x > 0)
+    return max(0.0, h_now - after)
+
+
+def askable(
+    fact: Fact, kb: KnowledgeBase, winners: Mapping[str, Observation], declined: set[str]
+) -> bool:
+    """A question a person may be asked now: not known, not declined, preconditions met."""
+    if "asked" not in fact.sources or fact.id in winners or fact.id in declined:
+        return False
+    if f"ask:{fact.id}" in declined:
+        return False
+    if any(f in winners for f in fact.settled_by):
+        return False
+    for cond in fact.ask_if:
+        obs = winners.get(cond.fact)
+        spec = kb.facts.get(cond.fact)
+        if obs is None or spec is None or not condition_holds(spec, cond, obs.value):
+            return False
+    return True
+
+
+def next_steps(
+    kb: KnowledgeBase,
+    model: CompiledModel,
+    post: Posterior,
+    winners: Mapping[str, Observation],
+    *,
+    declined: Iterable[str] = (),
+    gpu_available: bool | None = None,
+) -> list[Step]:
+    """Every step worth taking, best first (score, then id)."""
+    skip = set(declined)
+    single: dict[str, float] = {}
+
+    def gain_of(fid: str) -> float:
+        if fid not in single:
+            single[fid] = joint_gain(model, post, [fid])
+        return single[fid]
+
+    def ask_gain(fact: Fact) -> float:
+        """A question's own gain, or what the facts its answer settles (``implies``) would
+        give, scaled by the share of its answers that settle something."""
+        own = gain_of(fact.id)
+        targets = sorted({t for imp in fact.implies for t in imp.then if t not in winners})
+        if not targets:
+            return own
+        coverage = min(1.0, len(fact.implies) / max(1, len(model.facts[fact.id].classes)))
+        return max(own, coverage * joint_gain(model, post, targets[:JOINT_FACTS]))
+
+    steps: list[Step] = []
+    for fact in kb.facts.values():
+        if askable(fact, kb, winners, skip):
+            g = ask_gain(fact)
+            if g > 0:
+                steps.append(
+                    Step(f"ask:{fact.id}", "ask", [fact.id], g, default_chance(fact), fact.cost)
+                )
+
+    seen_sources = {o.source for o in winners.values()}
+    groups: dict[str, list[str]] = {}
+    for fact in kb.facts.values():
+        if fact.id in winners or fact.id in skip:
+            continue
+        if "probe" in fact.sources and fact.probe:
+            groups.setdefault(f"probe:{fact.probe}", []).append(fact.id)
+        if "trace" in fact.sources and "trace" not in seen_sources:
+            groups.setdefault("trace", []).append(fact.id)
+        if "script" in fact.sources and "script" not in seen_sources:
+            groups.setdefault("scan", []).append(fact.id)
+    for step_id, facts in groups.items():
+        if step_id in skip:
+            continue
+        kind = step_id.split(":", 1)[0]
+        chance = STEP_CHANCE[kind]
+        probe = step_id.split(":", 1)[1] if kind == "probe" else None
+        if probe is not None:
+            gpu_facts = [f for f in facts if kb.facts[f].needs_gpu]
+            if gpu_available is False:
+                facts = [f for f in facts if f not in gpu_facts]
+            elif gpu_facts and gpu_available is None and len(gpu_facts) == len(facts):
+                chance = GPU_UNKNOWN_CHANCE
+        gains = {f: gain_of(f) for f in facts}
+        best = sorted((f for f in facts if gains[f] > 0), key=lambda f: (-gains[f], f))
+        if not best:
+            continue
+        g = joint_gain(model, post, best[:JOINT_FACTS])
+        steps.append(
+            Step(
+                step_id, kind, best, g, chance, STEP_COST[kind], probe, {f: gains[f] for f in best}
+            )
+        )
+    steps.sort(key=lambda s: (-s.score, s.id))
+    return steps
+
+
+def choice_labels(fact: Fact, lang: str = "en") -> dict[str, str]:
+    """Label of every option (English when a language lacks one)."""
+    values = option_values(fact) or []
+    en = option_labels(fact, "en")
+    local = option_labels(fact, lang) if lang != "en" else {}
+    defaults = {"true": "yes", "false": "no", "unknown": "don't know"}
+    if lang == "zh":
+        defaults = {"true": "是", "false": "否", "unknown": "不知道"}
+    return {v: local.get(v) or en.get(v) or defaults.get(v, v) for v in values}

@@ -1,0 +1,102 @@
+"""Intake: free text (English or Chinese) to facts with their phrases; ask and --describe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ddpadvisor.engine.diagnose import Engine
+from ddpadvisor.evidence.intake import extract
+from ddpadvisor.kb.schema import Mention, pattern_problem
+from ddpadvisor.service import load_engine
+from tests.conftest import PYTHON, REPO
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return load_engine()
+
+
+def test_chinese_post(engine: Engine) -> None:
+    text = "8 张 A100，单卡训练正常，换成 DDP 后 loss 发散，学习率线性放大了，没有梯度裁剪。"
+    found = {f.fact: (f.value, f.phrase) for f in extract(engine.kb, text)}
+    assert found["world_size"] == (8, "8 张 A100")
+    assert found["loss_pattern"][0] == "diverges" and found["loss_pattern"][1] == "发散"
+    assert found["single_gpu_converges"][0] is True
+    assert found["lr_scaling"][0] == "linear"
+    assert found["uses_grad_clipping"][0] is False
+
+
+def test_nothing_found_in_unrelated_text(engine: Engine) -> None:
+    assert extract(engine.kb, "The weather is nice today. 今天天气不错。") == []
+
+
+def test_unsafe_patterns_are_rejected() -> None:
+    assert pattern_problem("(a+)+b")
+    assert pattern_problem("(\\w+\\s?)*x")
+    assert pattern_problem("(x)\\1")
+    assert pattern_problem("a{2,}b") is None
+    with pytest.raises(ValueError, match="nested quantifier"):
+        Mention(value=True, en=["(a*)*"])
+
+
+def test_a_user_rule_extends_mentions(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text(
+        "facts:\n  - id: uses_lora\n    override: append\n    mentions:\n"
+        "      - value: true\n        zh: ['低秩适配']\n",
+        encoding="utf-8",
+    )
+    engine = load_engine([tmp_path])
+    found = {f.fact: f.value for f in extract(engine.kb, "用了低秩适配微调")}
+    assert found == {"uses_lora": True}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DDPADVISOR_NO_USER_KB": "1"}
+    return subprocess.run(
+        [PYTHON, "-m", "ddpadvisor", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_ask_command_shows_phrases_and_json(tmp_path: Path) -> None:
+    proc = _run("ask", "4x V100, loss goes to nan, torch.compile on")
+    assert proc.returncode == 0, proc.stderr
+    assert "gpu_model = V100" in proc.stdout and "\u201cnan\u201d" in proc.stdout
+    post = tmp_path / "post.txt"
+    post.write_text("每卡 batch 2，梯度累积 8，loss 震荡", encoding="utf-8")
+    proc = _run("--json", "--describe", str(post))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    facts = {f["fact"]: f["value"] for f in doc["facts"]}
+    assert facts == {"per_gpu_batch_size": 2, "grad_accum_steps": 8, "loss_pattern": "oscillates"}
+    proc = _run("ask", "--json", "--describe", str(post))
+    assert {i["fact"] for i in json.loads(proc.stdout)["intake"]} == set(facts)
+    missing = _run("ask", "--describe", str(tmp_path / "nope.txt"))
+    assert missing.returncode == 2 and "nope.txt" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_ask_without_text_is_one_line_exit_2() -> None:
+    proc = _run("ask")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "ask needs a description" in proc.stderr
+
+
+def test_flat_answers_file_unknown_is_declined_in_json(tmp_path: Path) -> None:
+    path = tmp_path / "a.yaml"
+    path.write_text("loss_pattern: 发散\nprecision: unknown\n", encoding="utf-8")
+    proc = _run("--json", "--answers", str(path), "--set", "trace=unknown")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["declined"] == ["precision", "trace"]
+    assert not {"precision", "trace"} & {s["id"].removeprefix("ask:") for s in doc["next_steps"]}
+    assert doc["facts"][0]["value"] == "diverges"

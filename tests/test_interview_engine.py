@@ -1,0 +1,183 @@
+"""The interview (issue 13): declined facts stay declined, preconditions hold, a failed verify
+counts against its cause, Chinese option labels are answers, and the catch-all is calibrated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ddpadvisor.engine.diagnose import Engine
+from ddpadvisor.errors import InputError
+from ddpadvisor.evidence.answers import read_answer_file, read_sets
+from ddpadvisor.kb.values import parse_value
+from ddpadvisor.observation import Observation
+from ddpadvisor.service import load_engine
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return load_engine()
+
+
+def obs(engine: Engine, **facts: object) -> list[Observation]:
+    out = []
+    for fid, raw in facts.items():
+        value = parse_value(engine.kb.facts[fid], raw)
+        assert value is not None
+        out.append(Observation(fact=fid, value=value, source="answer"))
+    return out
+
+
+def proposed(diagnosis) -> set[str]:  # type: ignore[no-untyped-def]
+    return {f for s in diagnosis.next_steps for f in s.settles} | {
+        q.fact for q in diagnosis.next_questions
+    }
+
+
+def test_a_declined_fact_never_comes_back(engine: Engine) -> None:
+    declined: list[str] = []
+    evidence = obs(engine, loss_pattern="oscillates")
+    for _ in range(12):
+        d = engine.diagnose(evidence, declined=declined)
+        assert not set(declined) & proposed(d)
+        asks = [s for s in d.next_steps if s.kind == "ask"]
+        assert asks, "there is always a next best question when some are declined"
+        declined.append(asks[0].fact or "")
+    assert len(set(declined)) == 12
+
+
+def test_a_declined_step_is_not_proposed(engine: Engine) -> None:
+    d = engine.diagnose(obs(engine, loss_pattern="diverges"))
+    ids = [s.id for s in d.next_steps]
+    assert "trace" in ids or "scan" in ids
+    d2 = engine.diagnose(obs(engine, loss_pattern="diverges"), declined=["trace", "scan"])
+    assert not {"trace", "scan"} & {s.id for s in d2.next_steps}
+
+
+def test_unmet_preconditions_never_appear(engine: Engine) -> None:
+    kb = engine.kb
+    gated = {f.id for f in kb.facts.values() if f.ask_if}
+    assert {"final_micro_step_synced", "unscale_before_clip", "noise_only_early"} <= gated
+    d = engine.diagnose(obs(engine, loss_pattern="plateau", grad_accum_steps=1))
+    asked = {s.fact for s in d.next_steps if s.kind == "ask"}
+    assert not asked & {"noise_only_early", "loss_divided_by_accum", "final_micro_step_synced"}
+    # Met: accumulation with no_sync makes the final micro-step question askable.
+    d = engine.diagnose(obs(engine, grad_accum_steps=4, uses_no_sync=True))
+    post = engine.posterior(obs(engine, grad_accum_steps=4, uses_no_sync=True))
+    winners = {o.fact: o for o in obs(engine, grad_accum_steps=4, uses_no_sync=True)}
+    all_asks = {s.facts[0] for s in engine.steps(post, winners) if s.kind == "ask"}
+    assert "final_micro_step_synced" in all_asks
+    assert d.next_steps
+
+
+def test_measured_facts_are_never_plain_questions(engine: Engine) -> None:
+    d = engine.diagnose(obs(engine, single_gpu_converges=True, loss_pattern="oscillates"))
+    measured = {"param_checksums_match", "grads_match_after_sync", "params_not_in_reducer"}
+    assert not measured & {s.fact for s in d.next_steps if s.kind == "ask"}
+    settled_by_runs = {f for s in d.next_steps if s.kind != "ask" for f in s.settles}
+    assert measured & settled_by_runs
+
+
+def test_a_failed_verify_lowers_its_cause(engine: Engine) -> None:
+    evidence = obs(
+        engine, gpu_model="A100", precision="fp16_amp", uses_grad_scaler=True, loss_pattern="nan"
+    )
+    before = engine.diagnose(evidence)
+    lead = before.causes[0]
+    assert lead.id == "fp16-on-hardware-without-bf16"
+    fix = lead.fixes[0].id
+    after = engine.diagnose(evidence, verified={fix: "failed"})
+    score = {c.id: c.score for c in after.causes}
+    assert score[lead.id] < lead.score / 2
+    assert after.verified == {fix: "failed"}
+    item = next(e for c in after.causes if c.id == lead.id for e in c.evidence)
+    assert item.fact == f"verified.{fix}" and item.direction == "against"
+
+
+def test_answers_file_declines_and_verifies(engine: Engine, tmp_path: Path) -> None:
+    path = tmp_path / "a.yaml"
+    path.write_text(
+        "facts:\n  loss_pattern: 震荡\n  precision: 不知道\n  uses_no_sync: 否\n"
+        "declined: [trace]\nverified: {add-grad-scaler: failed}\n",
+        encoding="utf-8",
+    )
+    got = read_answer_file(engine.kb, path)
+    values = {o.fact: o.value for o in got.observations}
+    assert values == {"loss_pattern": "oscillates", "uses_no_sync": False}
+    assert got.declined == ["precision", "trace"]
+    assert got.verified == {"add-grad-scaler": "failed"}
+    sets = read_sets(
+        engine.kb, ["loss_pattern=发散", "verified.add-grad-scaler=failed", "scan=unknown"]
+    )
+    assert sets.observations[0].value == "diverges"
+    assert sets.declined == ["scan"] and sets.verified == {"add-grad-scaler": "failed"}
+    with pytest.raises(InputError, match="unknown fix id"):
+        read_sets(engine.kb, ["verified.no-such-fix=failed"])
+
+
+def test_m40_is_not_bf16_capable(engine: Engine) -> None:
+    from ddpadvisor.kb.values import classify
+
+    gpu = engine.kb.facts["gpu_model"]
+    for name in ("Tesla M40", "Tesla V100-SXM2-32GB", "Tesla T4", "GeForce GTX 1080 Ti"):
+        assert classify(gpu, name) == "no-bf16", name
+    for name in ("NVIDIA A100-SXM4-80GB", "H100", "RTX 4090"):
+        assert classify(gpu, name) == "bf16-capable", name
+
+
+def test_a_rare_symptom_lowers_no_fault(engine: Engine) -> None:
+    empty = engine.diagnose([])
+    assert empty.causes[0].id == "other" and empty.verdict == "looks-healthy"
+    nan = engine.diagnose(obs(engine, loss_pattern="nan"))
+    score = {c.id: c.score for c in nan.causes}
+    assert score["other"] < empty.causes[0].score / 2
+    other = next(c for c in nan.causes if c.id == "other")
+    assert [e.direction for e in other.evidence] == ["against"]
+    assert nan.causes[0].id != "other"
+
+
+def test_nothing_fits_is_told_from_looks_healthy(engine: Engine) -> None:
+    healthy = engine.diagnose(obs(engine, loss_pattern="oscillates", noise_only_early=True))
+    assert healthy.causes[0].id == "other" and healthy.verdict == "looks-healthy"
+    assert healthy.causes[0].title.startswith("Looks healthy")
+    ruled_out = obs(
+        engine,
+        loss_pattern="diverges",
+        uses_torch_compile=False,
+        precision="fp32",
+        hand_written_loop=False,
+        lr_scaling="none",
+        single_gpu_converges=False,
+        uses_grad_clipping=True,
+        warmup_steps=2000,
+    )
+    d = engine.diagnose(ruled_out)
+    assert d.causes[0].id == "other" and d.verdict == "nothing-fits"
+    assert d.causes[0].title.startswith("Nothing catalogued fits")
+
+
+def test_no_cause_leads_on_an_unknown_setup_fact(engine: Engine) -> None:
+    d = engine.diagnose(obs(engine, gpu_model="V100", loss_pattern="nan"))
+    lead = d.causes[0]
+    assert lead.waits_on == []
+    fp16 = next(c for c in d.causes if c.id == "fp16-on-hardware-without-bf16")
+    assert fp16.waits_on == ["precision"]
+    known = engine.diagnose(obs(engine, gpu_model="V100", loss_pattern="nan", precision="fp16_amp"))
+    assert known.causes[0].id == "fp16-on-hardware-without-bf16"
+
+
+def test_every_question_has_zh_and_labels(engine: Engine) -> None:
+    for fact in engine.kb.facts.values():
+        assert fact.zh and fact.zh.get("question"), fact.id
+        if fact.type in ("bool", "enum") and "asked" in fact.sources:
+            zh = fact.zh.get("labels")
+            assert isinstance(zh, dict) and "unknown" in zh, fact.id
+            assert fact.labels and "unknown" in fact.labels, fact.id
+
+
+def test_every_question_says_how_to_find_the_answer(engine: Engine) -> None:
+    for fact in engine.kb.facts.values():
+        if "asked" in fact.sources:
+            assert fact.help, fact.id
+            assert fact.zh and fact.zh.get("help"), fact.id
