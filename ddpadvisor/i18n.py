@@ -107,6 +107,17 @@ def value_label(value: object, lang: Lang | None = None) -> str:
 # -- the catalogue ----------------------------------------------------------------------------
 # English text -> Chinese. Keep identifiers, API names, commands and {fields} as they are.
 ZH: dict[str, str] = {
+    # next steps and the catch-all's verdicts (engine/diagnose.py)
+    "Run the {probe} probe": "运行 {probe} 探针",
+    "Trace your training script for a few steps": "用 trace 跑几步你的训练脚本",
+    "Scan your training script": "静态扫描你的训练脚本",
+    "Would settle: ": "可以确定：",
+    "Nothing catalogued fits (a symptom a healthy job rarely shows, but no known cause explains it)": (
+        "没有已收录的原因能解释（这个症状在正常任务里很少见，但知识库里的原因都对不上）"
+    ),
+    "Looks healthy (nothing observed departs from a normal DDP job)": (
+        "看起来正常（观测到的情况和一个健康的 DDP 任务没有差别）"
+    ),
     # engine: summary, catch-all, claims, conflicts
     "Most likely: {cause} ({score}) — {title}. ": "最可能的原因：{cause}（{score}）—— {title}。",
     "{n} facts observed": "已观测 {n} 项事实",

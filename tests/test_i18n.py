@@ -124,7 +124,6 @@ def test_entry_text_falls_back_to_english_field_by_field() -> None:
 
 # -- every bundled entry has Chinese --------------------------------------------------------------
 KB = load_kb(default_dirs())
-PENDING = "translated on the interview/claims branches"
 
 
 @pytest.mark.parametrize("kind", ["causes", "fixes", "mechanisms"])
@@ -137,13 +136,11 @@ def test_every_bundled_entry_has_chinese(kind: str) -> None:
         assert CJK.search(text(e, "title", "zh")), e.id
 
 
-@pytest.mark.xfail(reason=PENDING, strict=False)
 def test_every_fact_question_has_chinese() -> None:
     missing = [f.id for f in KB.facts.values() if "question" in untranslated(f)]
     assert missing == []
 
 
-@pytest.mark.xfail(reason=PENDING, strict=False)
 def test_every_claim_has_chinese() -> None:
     missing = {c.id: untranslated(c) for c in KB.claims.values() if untranslated(c)}
     assert missing == {}

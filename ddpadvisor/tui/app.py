@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
+from textual import on
 from textual.app import App
 from textual.binding import Binding, BindingsMap, BindingType
 from textual.dom import DOMNode
@@ -20,7 +21,7 @@ from ddpadvisor.errors import InputError
 from ddpadvisor.i18n import Lang, set_current, t
 from ddpadvisor.observation import Gathered
 from ddpadvisor.report.models import FixOut
-from ddpadvisor.tui.messages import DiagnosisUpdated, EvidenceLoaded
+from ddpadvisor.tui.messages import DiagnosisUpdated, EvidenceLoaded, VerifyReported
 from ddpadvisor.tui.runners import Runner, RunOutcome, RunRequest, SubprocessRunner
 from ddpadvisor.tui.screens.diagnose import DiagnoseScreen
 from ddpadvisor.tui.screens.evidence import EvidenceResult, EvidenceScreen
@@ -103,6 +104,13 @@ class DDPAdvisorApp(App[int]):
             self.open_evidence(start=True)
 
     # -- evidence ---------------------------------------------------------------------------
+    @on(VerifyReported)
+    def _verify_reported(self, event: VerifyReported) -> None:
+        self.session.verify_result(event.fix_id, event.outcome)
+        self.changed(f"verify {event.outcome}")
+        score = next((c.score for c in self.session.current.causes if c.id == event.cause_id), 0.0)
+        self.notify(f"Verify {event.outcome}: {event.cause_id} now {score:.0%}", timeout=4)
+
     def changed(self, reason: str) -> None:
         """The session's evidence changed: re-render every screen that shows the diagnosis."""
         if self.diagnose_screen.is_mounted:

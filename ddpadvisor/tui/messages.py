@@ -20,6 +20,16 @@ class AnswerChosen(Message):
         self.value = value
 
 
+class VerifyReported(Message):
+    """The repair loop: the user ran a fix's verify command and says how it went."""
+
+    def __init__(self, fix_id: str, outcome: str, cause_id: str) -> None:
+        super().__init__()
+        self.fix_id = fix_id
+        self.outcome = outcome
+        self.cause_id = cause_id
+
+
 class QuestionSkipped(Message):
     def __init__(self, fact: str) -> None:
         super().__init__()

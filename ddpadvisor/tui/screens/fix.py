@@ -11,6 +11,7 @@ from textual.widgets import Footer
 
 from ddpadvisor.i18n import t
 from ddpadvisor.report.models import FixOut
+from ddpadvisor.tui.messages import VerifyReported
 from ddpadvisor.tui.widgets.fix_view import FixView
 
 
@@ -50,15 +51,7 @@ class FixScreen(ModalScreen[None]):
 
     def action_verified(self, outcome: str) -> None:
         """The repair loop: the verify command's outcome is evidence about the cause."""
-        from ddpadvisor.tui.app import DDPAdvisorApp
-
-        app = self.app
-        if not isinstance(app, DDPAdvisorApp):
-            return
-        app.session.verify_result(self.fix.id, outcome)
-        app.changed(f"verify {outcome}")
-        score = next((c.score for c in app.session.current.causes if c.id == self.cause_id), 0.0)
-        self.notify(f"Verify {outcome}: {self.cause_id} now {score:.0%}", timeout=4)
+        self.post_message(VerifyReported(self.fix.id, outcome, self.cause_id))
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)
