@@ -249,9 +249,9 @@ def classify(
         else:
             o.kind = "stopped"
             cause = f" after rank {crashed[0]} failed" if crashed else ""
-            code = exit_codes.get(o.rank)
+            stopped_code = exit_codes.get(o.rank)
             o.detail = f"stopped by torchrun{where}{cause}" + (
-                f" ({_exit_words(code)})" if code is not None else ""
+                f" ({_exit_words(stopped_code)})" if stopped_code is not None else ""
             )
     return [outcomes[r] for r in sorted(outcomes)]
 

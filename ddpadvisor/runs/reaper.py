@@ -158,7 +158,8 @@ def main(argv: list[str]) -> None:
     if code < 0:  # die as CMD died, so our parent sees the same signal
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
-        signal.signal(-code, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have none
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         time.sleep(1)
         os._exit(128 - code)

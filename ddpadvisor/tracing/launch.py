@@ -344,7 +344,7 @@ def classify(
     if root:
         rank, code = root.rank, root.code
     elif exceptions:
-        rank = min(exceptions, key=lambda r: float(exceptions[r].get("wall") or 0.0))
+        rank = min(exceptions, key=lambda r: float(str(exceptions[r].get("wall") or 0.0)))
         code = 1
     else:
         rank = None
@@ -406,7 +406,7 @@ def _hung_ranks(out: Path, progress: dict[int, dict[str, object]]) -> list[int]:
         return []
 
     def key(p: dict[str, object]) -> tuple[int, ...]:
-        return tuple(int(p.get(k) or 0) for k in ("step", "fwd", "bwd", "buckets"))
+        return tuple(int(str(p.get(k) or 0)) for k in ("step", "fwd", "bwd", "buckets"))
 
     keys = {rank: key(p) for rank, p in progress.items()}
     low = min(keys.values())
