@@ -40,6 +40,8 @@ time.sleep(3600)
 """
 
 # A DDP job whose rank 1 hangs at WHERE: before init, before the first step, or at step 3.
+# Before the first step, rank 0 first computes without a word for longer than the stall time:
+# CPU use counts as life until every rank reports progress.
 HANGER = """
 import os, signal, sys, time
 rank = int(os.environ["RANK"])
@@ -55,6 +57,10 @@ from torch import nn
 print("rank", rank, "imported torch", flush=True)
 if where == "init" and rank == 1:
     time.sleep(3600)
+if where == "first-step" and rank == 0:  # busy and silent for longer than --stall: no stall
+    end = time.monotonic() + 18
+    while time.monotonic() < end:
+        sum(range(10000))
 dist.init_process_group("gloo")
 model = nn.parallel.DistributedDataParallel(nn.Linear(4, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -132,6 +132,28 @@ class Supervised:
     def wait(self) -> int:
         return self.proc.wait()
 
+    def workers_cpu_s(self) -> float:
+        """CPU seconds used so far by the processes the command started (torchrun's ranks and
+        their children), not by the command itself: a sign of life before ranks report."""
+        ticks = 0
+        for pid in descendants(self.proc.pid):
+            fields = _stat(pid)
+            if fields is None or int(fields[1]) == self.proc.pid:
+                continue  # gone, or the command itself (torchrun's monitor loop)
+            ticks += int(fields[11]) + int(fields[12])  # utime + stime
+        return ticks / _CLOCK_TICKS
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state, ppid, …)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
 
 def kill_tree(root: int) -> None:
     """SIGKILL ``root`` and every descendant of it (the last resort)."""

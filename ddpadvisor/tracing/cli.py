@@ -125,6 +125,8 @@ def main(argv: list[str]) -> int:
     for option, value in (("--timeout", args.timeout), ("--stall", args.stall)):
         if not value >= 0 or value == float("inf"):
             raise InputError(f"{option} must be a number of seconds (0: none), got {value}")
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError("--out exists and is not a folder", args.out)
     if args.print_env:
         sys.stdout.write(print_env(args.out, args.every, args.max_steps))
         return 0

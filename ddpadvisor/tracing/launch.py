@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
@@ -124,27 +125,46 @@ class _Output:
 class _StallWatch:
     """From the launch on: no rank's counters changed for ``stall`` seconds is a stall.
 
-    Until every rank writes progress (start-up, loading, init_process_group) the job's output
-    counts as a sign of life too; afterwards only steps, forwards, backwards and buckets do.
+    Until every rank writes progress (start-up, imports, loading, init_process_group) the
+    job's output and the CPU time its ranks use count as signs of life too; afterwards only
+    steps, forwards, backwards and buckets do (a rank waiting in a collective may spin).
     """
 
-    def __init__(self, out: Path, nproc: int, stall: float | None, output: _Output):
+    BUSY_S = 0.2  # CPU seconds the ranks must use between two checks to count as alive
+
+    def __init__(
+        self,
+        out: Path,
+        nproc: int,
+        stall: float | None,
+        output: _Output,
+        cpu: Callable[[], float] | None = None,
+    ):
         self.out = out
         self.nproc = nproc
         self.stall = stall
         self.output = output
+        self.cpu = cpu
         self.last_change = 0.0
         self.last_seen: dict[int, tuple[object, ...]] = {}
         self.last_bytes = 0
+        self.last_cpu = 0.0
 
     def __call__(self, elapsed: float) -> str | None:
         progress = _progress(self.out)
         seen = {rank: _counters(p) for rank, p in progress.items()}
-        everyone = len(progress) >= self.nproc
-        talked = not everyone and self.output.seen != self.last_bytes
-        if seen != self.last_seen or talked:
-            self.last_seen = seen
+        starting = len(progress) < self.nproc
+        alive = False
+        if starting:
+            alive = self.output.seen != self.last_bytes
             self.last_bytes = self.output.seen
+            if self.cpu is not None:
+                used = self.cpu()
+                if used - self.last_cpu >= self.BUSY_S or used < self.last_cpu:
+                    alive = True
+                    self.last_cpu = used
+        if seen != self.last_seen or alive:
+            self.last_seen = seen
             self.last_change = elapsed
             return None
         if self.stall and elapsed - self.last_change > self.stall:
@@ -186,7 +206,7 @@ def run_traced(
         ended = watch(
             run,
             deadline_s=timeout or None,
-            tick=_StallWatch(out, nproc, stall, output),
+            tick=_StallWatch(out, nproc, stall, output, run.workers_cpu_s),
             before_stop=lambda _how: _dump_stacks(out),
         )
     finally:
