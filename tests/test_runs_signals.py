@@ -109,14 +109,17 @@ def _tree_from_pid_files(piddir: Path) -> dict[str, tuple[int, str | None]]:
 
 def _survivors(tree: dict[str, tuple[int, str | None]], within: float) -> list[str]:
     """Names of the processes still alive ``within`` seconds from now."""
-    end = time.monotonic() + within
+    start = time.monotonic()
     while True:
         alive = [
             f"{name} (pid {pid})"
             for name, (pid, started) in tree.items()
             if started is not None and _start_time(pid) == started
         ]
-        if not alive or time.monotonic() > end:
+        if not alive or time.monotonic() > start + within:
+            print(
+                f"{len(tree)} processes, {len(alive)} left after {time.monotonic() - start:.2f} s"
+            )
             return alive
         time.sleep(0.05)
 
