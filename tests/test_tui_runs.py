@@ -171,13 +171,20 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to inspect processes")
 def test_cancel_kills_the_whole_process_group(tmp_path: Path) -> None:
-    """Cancelling the awaiting task ends the launcher and the workers it started."""
+    """Cancelling the awaiting task ends the launcher and the workers it started, even one in
+    its own session that ignores SIGTERM, within 5 s."""
     runner = SubprocessRunner(
         grace_s=2.0,
         make_command=stand_in(
             """
             import os, subprocess, sys, time
-            worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+            # Like a torchrun rank: a session of its own, and deaf to SIGTERM.
+            code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            code += "print(flush=True); time.sleep(60)"
+            worker = subprocess.Popen(
+                [sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE
+            )
+            worker.stdout.readline()  # its SIGTERM handler is in place
             print(os.getpid(), worker.pid, flush=True)
             time.sleep(60)
             """
@@ -204,7 +211,7 @@ def test_cancel_kills_the_whole_process_group(tmp_path: Path) -> None:
     asyncio.run(go())
     assert len(pids) == 2
     # Signals are delivered asynchronously: allow the kernel a moment to finish the kill.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 5
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in pids)

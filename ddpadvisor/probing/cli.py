@@ -4,11 +4,13 @@
 
 Exit codes: 0 every rank finished every probe (whatever the probes found), 2 bad arguments,
 3 the run failed (a rank hung, crashed or raised; run.json and the results written so far
-stay in OUT).
+stay in OUT), 128+N interrupted by signal N (SIGINT, SIGTERM, SIGHUP). No process of the run
+outlives the command, whatever ends it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -169,9 +171,10 @@ def main(argv: list[str]) -> int:
     )
     result = launch(spec, progress=None if args.quiet else sys.stderr)
     if result.failed:
-        sys.stderr.write(f"ddpadvisor probe: {result.message}\n")
-        sys.stderr.write(f"ddpadvisor probe: details in {args.out / 'run.json'}\n")
-        return 3
+        with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+            sys.stderr.write(f"ddpadvisor probe: {result.message}\n")
+            sys.stderr.write(f"ddpadvisor probe: details in {args.out / 'run.json'}\n")
+        return result.exit_code
     if not args.quiet:
         note = " (a crash at exit after every result was written was ignored)"
         sys.stderr.write(

@@ -1,10 +1,9 @@
-"""Run probes under ``python -m torch.distributed.run``, watch them, and explain failures.
+"""Probe runs: the probe specifics on top of :mod:`ddpadvisor.runs`.
 
-torchrun starts the workers; this module only supervises it: it shows progress from the
-files the ranks write (``OUT/status/rank<k>.json`` and ``OUT/<probe>/rank<k>.json``), enforces
-an overall deadline, kills torchrun and every worker on timeout or interrupt (workers run in
-their own sessions, so each is found by a marker in its environment), and afterwards works
-out which rank hung, crashed or raised. It never imports torch.
+torchrun starts the workers; :mod:`ddpadvisor.runs.supervise` owns the process tree. This
+module shows progress from the files the ranks write (``OUT/status/rank<k>.json`` and
+``OUT/<probe>/rank<k>.json``), and afterwards works out which rank hung, crashed or raised.
+It never imports torch.
 """
 
 from __future__ import annotations
@@ -13,26 +12,18 @@ import contextlib
 import json
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
-import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from ddpadvisor.bundled import probe_catalog
+from ddpadvisor.runs import command, outcome
+from ddpadvisor.runs.supervise import Ended, Supervised, signal_name, watch
 
-RUN_MARKER_ENV = "DDPADVISOR_PROBE_RUN"
 POLL_S = 0.1
-KILL_GRACE_S = 5.0
 
-# torchrun's failure report: "rank : 1 (local_rank: 1)" followed by "exitcode : 86 (pid: 42)".
-_TORCHRUN_FAILURE = re.compile(
-    r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE
-)
 _TIMEOUT_WORDS = re.compile(r"timed out|timeout|time out|failed to pass monitoredbarrier", re.I)
 # A rank that loses its peer mid-collective reports it; the peer is the one to blame.
 _PEER_LOST_WORDS = re.compile(
@@ -86,6 +77,7 @@ class LaunchResult:
     message: str
     teardown_crash_ignored: bool = False
     probes_done: list[str] = field(default_factory=list)
+    interrupted: str | None = None  # the signal that stopped the run (e.g. "SIGTERM")
 
 
 def runner_path() -> Path:
@@ -95,20 +87,18 @@ def runner_path() -> Path:
 
 
 def torchrun_command(spec: LaunchSpec) -> list[str]:
-    cmd = [spec.python, "-m", "torch.distributed.run", "--nproc_per_node", str(spec.nproc)]
-    if spec.nnodes > 1 or spec.rdzv_endpoint:
-        cmd += ["--nnodes", str(spec.nnodes), "--rdzv_backend", "c10d"]
-        cmd += ["--rdzv_endpoint", spec.rdzv_endpoint or "127.0.0.1:29400"]
-        cmd += ["--rdzv_id", spec.rdzv_id or "ddpadvisor-probe"]
-        if spec.node_rank is not None:
-            cmd += ["--node_rank", str(spec.node_rank)]
-    else:
-        cmd += ["--standalone"]
-    cmd += ["--max_restarts", "0", "--monitor_interval", str(POLL_S)]
-    cmd += [str(spec.runner or runner_path()), "--probes", ",".join(spec.probes)]
-    cmd += ["--out", str(spec.out), "--backend", spec.backend]
-    cmd += ["--timeout", f"{spec.collective_timeout_s:g}", *spec.probe_args]
-    return cmd
+    runner = [str(spec.runner or runner_path()), "--probes", ",".join(spec.probes)]
+    runner += ["--out", str(spec.out), "--backend", spec.backend]
+    runner += ["--timeout", f"{spec.collective_timeout_s:g}", *spec.probe_args]
+    return command.torchrun_command(
+        runner,
+        nproc=spec.nproc,
+        python=spec.python,
+        nnodes=spec.nnodes,
+        node_rank=spec.node_rank,
+        rdzv_endpoint=spec.rdzv_endpoint,
+        rdzv_id=spec.rdzv_id or "ddpadvisor-probe",
+    )
 
 
 # ---------------------------------------------------------------- reading what ranks wrote
@@ -160,93 +150,24 @@ def clear_previous(out: Path, probes: list[str]) -> None:
             path.unlink()
 
 
-# ---------------------------------------------------------------- processes
-
-
-def _marked_pids(marker: str) -> list[int]:
-    """Processes whose environment carries this run's marker (Linux /proc; [] elsewhere)."""
-    needle = f"{RUN_MARKER_ENV}={marker}".encode()
-    pids: list[int] = []
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return pids
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            pids.append(int(entry.name))
-    return pids
-
-
 def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie is dead for our purposes)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    # A zombie is dead for our purposes.
     with contextlib.suppress(OSError):
         stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     return True
-
-
-def _signal_group_or_pid(pid: int, sig: int) -> None:
-    with contextlib.suppress(OSError):
-        os.killpg(pid, sig)  # workers and torchrun lead their own sessions
-    with contextlib.suppress(OSError):
-        os.kill(pid, sig)
-
-
-def kill_everything(proc: subprocess.Popen[bytes], marker: str, pids: set[int]) -> None:
-    """SIGTERM torchrun (it stops its workers), then SIGKILL whatever is left of this run."""
-    if proc.poll() is None:
-        _signal_group_or_pid(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=KILL_GRACE_S)
-    leftovers = set(_marked_pids(marker)) | {p for p in pids if _alive(p)}
-    # Status-file pids are killed only if they still carry the marker (pids get reused).
-    marked = set(_marked_pids(marker))
-    for pid in leftovers:
-        if pid in marked or not Path("/proc").is_dir():
-            _signal_group_or_pid(pid, signal.SIGKILL)
-    if proc.poll() is None:
-        _signal_group_or_pid(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=KILL_GRACE_S)
 
 
 # ---------------------------------------------------------------- explaining the outcome
 
 
-def _torchrun_failures(log: str) -> list[tuple[int, int]]:
-    """(rank, exit code) pairs from torchrun's failure report, root cause first.
-
-    The report lists the other failures (ranks torchrun stopped) before its "Root Cause"
-    section, so that section is read first.
-    """
-    found = [(int(r), int(c)) for r, c in _TORCHRUN_FAILURE.findall(log)]
-    cut = log.rfind("Root Cause")
-    if cut < 0:
-        return found
-    roots = [(int(r), int(c)) for r, c in _TORCHRUN_FAILURE.findall(log[cut:])]
-    return roots + [f for f in found if f not in roots]
-
-
-def _exit_words(code: int) -> str:
-    if code == -1:
-        return "process gone"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+_exit_words = outcome.exit_words
 
 
 def classify(
@@ -263,7 +184,7 @@ def classify(
     ``deaths`` maps ranks to when their process was seen gone without a result; the first
     of them stands in for torchrun's root cause when its report cannot be parsed.
     """
-    failures = _torchrun_failures(log)
+    failures = [(f.rank, f.code) for f in outcome.failures(log)]
     root = failures[0] if failures else None
     someone_raised = any(s.get("state") == "failed" for s in statuses.values())
     if root is None and deaths and not deadline_hit and not someone_raised:
@@ -328,9 +249,9 @@ def classify(
         else:
             o.kind = "stopped"
             cause = f" after rank {crashed[0]} failed" if crashed else ""
-            code = exit_codes.get(o.rank)
+            stopped_code = exit_codes.get(o.rank)
             o.detail = f"stopped by torchrun{where}{cause}" + (
-                f" ({_exit_words(code)})" if code is not None else ""
+                f" ({_exit_words(stopped_code)})" if stopped_code is not None else ""
             )
     return [outcomes[r] for r in sorted(outcomes)]
 
@@ -387,12 +308,15 @@ class _Progress:
 
 
 def launch(spec: LaunchSpec, progress: TextIO | None = sys.stderr) -> LaunchResult:
-    """Run the probes; never raises for a failed run (the result says what happened)."""
+    """Run the probes; never raises for a failed run (the result says what happened).
+
+    SIGINT, SIGTERM or SIGHUP received meanwhile stop the run (no process is left) and give
+    exit code 128 + the signal's number.
+    """
     spec.out.mkdir(parents=True, exist_ok=True)
     if spec.nnodes == 1 or spec.node_rank == 0:
         clear_previous(spec.out, spec.probes)
-    marker = uuid.uuid4().hex
-    env = {**os.environ, **spec.env, RUN_MARKER_ENV: marker}
+    env = {**os.environ, **spec.env}
     env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its banner
     cmd = torchrun_command(spec)
     log_path = spec.out / (
@@ -403,40 +327,36 @@ def launch(spec: LaunchSpec, progress: TextIO | None = sys.stderr) -> LaunchResu
         f"ddpadvisor probe: {', '.join(spec.probes)} on {spec.world_size} rank(s), backend "
         f"{spec.backend}, deadline {spec.deadline_s:g} s -> {spec.out}"
     )
-    started = time.monotonic()
-    deadline_hit = False
-    pids: set[int] = set()
     deaths: dict[int, float] = {}
     host = socket.gethostname()
-    statuses: dict[int, dict[str, Any]] = {}
+
+    def tick(elapsed: float) -> None:
+        statuses = read_statuses(spec.out)
+        for rank, status in statuses.items():
+            running = status.get("state") in ("starting", "running")
+            local = status.get("host") == host and rank not in deaths
+            if running and local and not _alive(int(status.get("pid", 0))):
+                deaths[rank] = elapsed
+        show.poll(elapsed, statuses)
+
+    def before_stop(how: str) -> None:
+        show.say(f"  deadline of {spec.deadline_s:g} s passed: stopping every rank")
+
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
         try:
-            while proc.poll() is None:
-                elapsed = time.monotonic() - started
-                statuses = read_statuses(spec.out)
-                pids |= {int(s["pid"]) for s in statuses.values() if "pid" in s}
-                for rank, status in statuses.items():
-                    running = status.get("state") in ("starting", "running")
-                    local = status.get("host") == host and rank not in deaths
-                    if running and local and not _alive(int(status.get("pid", 0))):
-                        deaths[rank] = elapsed
-                show.poll(elapsed, statuses)
-                if elapsed > spec.deadline_s:
-                    deadline_hit = True
-                    show.say(f"  deadline of {spec.deadline_s:g} s passed: stopping every rank")
-                    break
-                time.sleep(POLL_S)
-        finally:
-            # Always leave nothing behind: on success, on the deadline and on Ctrl-C alike.
-            kill_everything(proc, marker, pids)
-    seconds = time.monotonic() - started
+            run = Supervised(cmd, env=env, stdout=log, stderr=log, stdin=None)
+        except OSError as exc:
+            ended = Ended("exited", None, 0.0)
+            log.write(f"cannot start torchrun: {exc}\n".encode())
+        else:
+            ended = watch(run, deadline_s=spec.deadline_s, tick=tick, before_stop=before_stop)
+    deadline_hit = ended.how == "deadline"
+    interrupted = signal_name(ended.signum) if ended.signum is not None else None
+    seconds = ended.seconds
     statuses = read_statuses(spec.out)
     show.poll(seconds, statuses)
     log_text = log_path.read_text(encoding="utf-8", errors="replace")
-    rc = proc.returncode
+    rc = ended.returncode
     outcomes = classify(
         spec.world_size,
         statuses,
@@ -447,10 +367,17 @@ def launch(spec: LaunchSpec, progress: TextIO | None = sys.stderr) -> LaunchResu
         deaths=deaths,
     )
     all_done = bool(outcomes) and all(o.kind == "ok" for o in outcomes)
-    teardown_crash = all_done and rc not in (0, None) and not deadline_hit
-    failed = deadline_hit or not all_done or (rc not in (0, None) and not teardown_crash)
-    culprits = pick_culprits(outcomes) if failed else []
-    if failed:
+    teardown_crash = outcome.teardown_crash(
+        every_rank_finished=all_done, returncode=rc, stopped=ended.how != "exited"
+    )
+    failed = ended.how != "exited" or not all_done or (rc != 0 and not teardown_crash)
+    culprits = pick_culprits(outcomes) if failed and not interrupted else []
+    if interrupted:
+        message = (
+            f"probe run interrupted by {interrupted} after {seconds:.1f} s; every process "
+            "of the run was stopped"
+        )
+    elif failed:
         named = "; ".join(f"rank {o.rank} {o.detail}" for o in culprits) or (
             f"torchrun exited with {_exit_words(rc or 0)}; see {log_path}"
         )
@@ -461,7 +388,7 @@ def launch(spec: LaunchSpec, progress: TextIO | None = sys.stderr) -> LaunchResu
         message = f"finished in {seconds:.1f} s"
     done = [p for p in spec.probes if len(_results(spec.out, p)) >= spec.world_size]
     result = LaunchResult(
-        exit_code=3 if failed else 0,
+        exit_code=128 + ended.signum if ended.signum is not None else (3 if failed else 0),
         failed=failed,
         seconds=round(seconds, 3),
         torchrun_exit_code=rc,
@@ -471,6 +398,7 @@ def launch(spec: LaunchSpec, progress: TextIO | None = sys.stderr) -> LaunchResu
         message=message,
         teardown_crash_ignored=teardown_crash,
         probes_done=done,
+        interrupted=interrupted,
     )
     write_summary(spec, result, cmd, log_path)
     return result
@@ -496,6 +424,7 @@ def write_summary(spec: LaunchSpec, result: LaunchResult, cmd: list[str], log: P
         "failed": result.failed,
         "deadline_hit": result.deadline_hit,
         "teardown_crash_ignored": result.teardown_crash_ignored,
+        "interrupted": result.interrupted,
         "message": result.message,
         "ranks": [asdict(o) for o in result.ranks],
         "failed_ranks": [asdict(o) for o in result.culprits],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
@@ -11,11 +12,14 @@ from pathlib import Path
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.errors import InputError, RunFailed
 from ddpadvisor.tracing import DEFAULT_EVERY, ENV_DIR, ENV_EVERY, ENV_MAX_STEPS, agent_dir
+from ddpadvisor.tracing.launch import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 
 EPILOG = """\
 exit status: 0 the run finished (with --verify: and the cause is not ranked first);
 1 --verify: the cause is still ranked first; 2 bad arguments; 3 a rank crashed, hung or was
-killed (the partial trace is kept and still diagnoses).
+killed, or --timeout passed (the partial trace is kept and still diagnoses); 128+N the run was
+interrupted by signal N (SIGINT, SIGTERM, SIGHUP). No process of the run outlives the command,
+whatever ends it, ddpadvisor being killed included.
 
 Under your own launcher (torchrun, srun, several nodes), enable the same agent with
 `ddpadvisor trace --print-env --out DIR` and run the job unchanged; see
@@ -52,14 +56,21 @@ def _parser() -> Parser:
         help="end the job after S optimizer steps",
     )
     p.add_argument(
-        "--timeout", type=float, default=None, metavar="SEC", help="wall-clock limit of the run"
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SEC",
+        help=f"wall-clock limit of the run from its launch; every process is stopped after it "
+        f"(default {DEFAULT_TIMEOUT_S:g}; 0: no limit)",
     )
     p.add_argument(
         "--stall",
         type=float,
-        default=300.0,
+        default=DEFAULT_STALL_S,
         metavar="SEC",
-        help="end the run when no rank made progress for SEC seconds (default 300)",
+        help="end the run when no rank made progress for SEC seconds, counted from the launch "
+        f"(start-up output counts until every rank reports) (default {DEFAULT_STALL_S:g}; "
+        "0: never)",
     )
     p.add_argument(
         "--quiet",
@@ -111,6 +122,11 @@ def main(argv: list[str]) -> int:
         raise InputError(f"--every must be at least 1, got {args.every}")
     if args.max_steps is not None and args.max_steps < 1:
         raise InputError(f"--max-steps must be at least 1, got {args.max_steps}")
+    for option, value in (("--timeout", args.timeout), ("--stall", args.stall)):
+        if not value >= 0 or value == float("inf"):
+            raise InputError(f"{option} must be a number of seconds (0: none), got {value}")
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError("--out exists and is not a folder", args.out)
     if args.print_env:
         sys.stdout.write(print_env(args.out, args.every, args.max_steps))
         return 0
@@ -144,22 +160,26 @@ def main(argv: list[str]) -> int:
         nproc=nproc,
         every=args.every,
         max_steps=args.max_steps,
-        timeout=args.timeout,
-        stall=args.stall,
+        timeout=args.timeout or None,
+        stall=args.stall or None,
         echo=not args.quiet,
     )
-    for warning in result.warnings:
-        print(f"ddpadvisor trace: warning: {warning}", file=sys.stderr)
-    print(
-        f"ddpadvisor trace: {nproc} rank(s), {result.seconds:.1f} s, trace in {args.out}"
-        f" — diagnose with: ddpadvisor --json --trace {shlex.quote(str(args.out))}",
-        file=sys.stderr,
-    )
+    with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+        for warning in result.warnings:
+            print(f"ddpadvisor trace: warning: {warning}", file=sys.stderr)
+        print(
+            f"ddpadvisor trace: {nproc} rank(s), {result.seconds:.1f} s, trace in {args.out}"
+            f" — diagnose with: ddpadvisor --json --trace {shlex.quote(str(args.out))}",
+            file=sys.stderr,
+        )
     code = 0
     if engine is not None:
         code = _verify(engine, args.out, args.verify)
     if result.failure is not None:
-        raise RunFailed(f"{result.failure.message} (trace kept in {args.out})")
+        failed = RunFailed(f"{result.failure.message} (trace kept in {args.out})")
+        if result.failure.kind == "interrupted" and result.signum is not None:
+            failed.exit_code = 128 + result.signum
+        raise failed
     return code
 
 

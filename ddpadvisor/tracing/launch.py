@@ -1,11 +1,12 @@
-"""Run a training script under ``python -m torch.distributed.run`` with the trace agent.
+"""Trace runs: the trace specifics on top of :mod:`ddpadvisor.runs`.
 
-The launcher owns the process group of the run: it streams the job's output (to the terminal
-and to ``torchrun.log``), watches the per-rank progress files the agent keeps up to date, and
-ends the run on a time limit or when no rank has made progress for ``stall`` seconds. Before
-killing a stalled job it asks every rank for its Python stacks (SIGUSR1, which the agent routes
-to ``faulthandler``) so the reader can tell the rank that hung from the ranks waiting for it.
-No process outlives :func:`run_traced`.
+A training script runs under ``python -m torch.distributed.run`` with the trace agent on its
+``PYTHONPATH``; :mod:`ddpadvisor.runs.supervise` owns the process tree. This module streams the
+job's output (to the terminal and to ``torchrun.log``), watches the per-rank progress files
+the agent keeps up to date and reports a stall — from the launch on — when no rank made
+progress for ``stall`` seconds. Before a stalled job is stopped every rank is asked for its
+Python stacks (SIGUSR1, which the agent routes to ``faulthandler``) so the reader can tell the
+rank that hung from the ranks waiting for it. No process outlives :func:`run_traced`.
 
 This module is torch-free; torch runs only in the launched processes.
 """
@@ -21,11 +22,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
+from ddpadvisor.runs import command, outcome
+from ddpadvisor.runs.supervise import Ended, Supervised, signal_name, watch
 from ddpadvisor.tracing import ENV_DIR, ENV_EVERY, ENV_MAX_STEPS, agent_dir
+
+DEFAULT_TIMEOUT_S = 3600.0
+DEFAULT_STALL_S = 300.0
 
 # Files the agent and the launcher write; anything else in the folder is left alone.
 TRACE_FILE = re.compile(
@@ -49,6 +56,7 @@ class RunResult:
     command: list[str]
     failure: Failure | None = None
     warnings: list[str] = field(default_factory=list)
+    signum: int | None = None  # the signal that interrupted the run
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -77,13 +85,7 @@ def agent_env(out: Path, every: int, max_steps: int | None, base: dict[str, str]
 
 
 def torchrun_command(nproc: int, target: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    cmd += ["--nproc_per_node", str(nproc)]
-    if target and target[0] == "-m":
-        cmd += ["-m", *target[1:]]
-    else:
-        cmd += target
-    return cmd
+    return command.torchrun_command(target, nproc=nproc)
 
 
 def _progress(out: Path) -> dict[int, dict[str, object]]:
@@ -101,35 +103,73 @@ def _counters(p: dict[str, object]) -> tuple[object, ...]:
     return (p.get("step"), p.get("fwd"), p.get("bwd"), p.get("buckets"), p.get("phase"))
 
 
-def _started(p: dict[str, object]) -> bool:
-    return any(int(str(p.get(k) or 0)) > 0 for k in ("fwd", "bwd", "step"))
+class _Output:
+    """Copies the job's output to the log (and the terminal); counts what it has seen."""
+
+    def __init__(self, stream: IO[bytes], log: IO[bytes], echo: IO[bytes] | None):
+        self.seen = 0
+        self.thread = threading.Thread(target=self._pump, args=(stream, log, echo), daemon=True)
+        self.thread.start()
+
+    def _pump(self, stream: IO[bytes], log: IO[bytes], echo: IO[bytes] | None) -> None:
+        for line in iter(stream.readline, b""):
+            self.seen += len(line)
+            log.write(line)
+            log.flush()
+            if echo is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    echo.write(line)
+                    echo.flush()
 
 
-def _pump(stream: IO[bytes], log: IO[bytes], echo: IO[bytes] | None) -> None:
-    for line in iter(stream.readline, b""):
-        log.write(line)
-        log.flush()
-        if echo is not None:
-            with contextlib.suppress(OSError, ValueError):
-                echo.write(line)
-                echo.flush()
+class _StallWatch:
+    """From the launch on: no rank's counters changed for ``stall`` seconds is a stall.
 
+    Until every rank writes progress (start-up, imports, loading, init_process_group) the
+    job's output and the CPU time its ranks use count as signs of life too; afterwards only
+    steps, forwards, backwards and buckets do (a rank waiting in a collective may spin).
+    """
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """TERM, then KILL, the whole process group of the run."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            # torchrun may be gone while a worker still runs: make sure the group is empty
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    BUSY_S = 0.2  # CPU seconds the ranks must use between two checks to count as alive
+
+    def __init__(
+        self,
+        out: Path,
+        nproc: int,
+        stall: float | None,
+        output: _Output,
+        cpu: Callable[[], float] | None = None,
+    ):
+        self.out = out
+        self.nproc = nproc
+        self.stall = stall
+        self.output = output
+        self.cpu = cpu
+        self.last_change = 0.0
+        self.last_seen: dict[int, tuple[object, ...]] = {}
+        self.last_bytes = 0
+        self.last_cpu = 0.0
+
+    def __call__(self, elapsed: float) -> str | None:
+        progress = _progress(self.out)
+        seen = {rank: _counters(p) for rank, p in progress.items()}
+        starting = len(progress) < self.nproc
+        alive = False
+        if starting:
+            alive = self.output.seen != self.last_bytes
+            self.last_bytes = self.output.seen
+            if self.cpu is not None:
+                used = self.cpu()
+                if used - self.last_cpu >= self.BUSY_S or used < self.last_cpu:
+                    alive = True
+                    self.last_cpu = used
+        if seen != self.last_seen or alive:
+            self.last_seen = seen
+            self.last_change = elapsed
+            return None
+        if self.stall and elapsed - self.last_change > self.stall:
+            return f"no progress for {self.stall:g} s"
+        return None
 
 
 def run_traced(
@@ -139,72 +179,40 @@ def run_traced(
     nproc: int = 2,
     every: int = 50,
     max_steps: int | None = None,
-    timeout: float | None = None,
-    stall: float | None = 300.0,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    stall: float | None = DEFAULT_STALL_S,
     echo: bool = True,
     env: dict[str, str] | None = None,
 ) -> RunResult:
-    """Launch, watch and end the traced run; write ``meta.json``; never leave a process."""
+    """Launch, watch and end the traced run; write ``meta.json``; never leave a process.
+
+    ``timeout`` (seconds from the launch; None or 0: none) and ``stall`` end the run as
+    failed; SIGINT, SIGTERM or SIGHUP received meanwhile end it as interrupted.
+    """
     prepare_dir(out)
-    command = torchrun_command(nproc, target)
+    cmd = torchrun_command(nproc, target)
     run_env = agent_env(out, every, max_steps, dict(os.environ if env is None else env))
-    start = time.monotonic()
     log = open(out / "torchrun.log", "wb")  # noqa: SIM115
     try:
-        proc = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=run_env,
-            start_new_session=True,  # one process group: killing it kills every rank
-        )
+        run = Supervised(cmd, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except OSError as exc:
         log.close()
-        result = RunResult("failed", None, 0.0, nproc, command, Failure("launch", [], str(exc)))
+        result = RunResult("failed", None, 0.0, nproc, cmd, Failure("launch", [], str(exc)))
         write_meta(out, result)
         return result
-    assert proc.stdout is not None
-    sink = sys.stdout.buffer if echo else None
-    pump = threading.Thread(target=_pump, args=(proc.stdout, log, sink), daemon=True)
-    pump.start()
-    stalled = False
-    timed_out = False
-    last_change = time.monotonic()
-    last_seen: dict[int, tuple[object, ...]] = {}
+    assert run.proc.stdout is not None
+    output = _Output(run.proc.stdout, log, sys.stdout.buffer if echo else None)
     try:
-        while proc.poll() is None:
-            time.sleep(0.2)
-            now = time.monotonic()
-            if timeout and now - start > timeout:
-                timed_out = True
-                break
-            progress = _progress(out)
-            seen = {rank: _counters(p) for rank, p in progress.items()}
-            # Loading a model or data can take minutes without a step: the stall clock runs
-            # only once every rank has started training (done a forward).
-            training = len(progress) >= nproc and all(_started(p) for p in progress.values())
-            if seen != last_seen or not training:
-                last_seen = seen
-                last_change = now
-            elif stall and now - last_change > stall:
-                stalled = True
-                break
-        if stalled or timed_out:
-            _dump_stacks(out)
-            _kill_group(proc)
-    except BaseException:
-        _kill_group(proc)
-        raise
+        ended = watch(
+            run,
+            deadline_s=timeout or None,
+            tick=_StallWatch(out, nproc, stall, output, run.workers_cpu_s),
+            before_stop=lambda _how: _dump_stacks(out),
+        )
     finally:
-        proc.wait()
-        pump.join(timeout=5)
+        output.thread.join(timeout=5)
         log.close()
-        # A worker that ignored torchrun's shutdown must not survive us.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    seconds = round(time.monotonic() - start, 3)
-    result = classify(out, proc.returncode, seconds, nproc, command, stalled, timed_out, stall)
+    result = classify_ended(out, ended, nproc, cmd, stall)
     write_meta(out, result)
     return result
 
@@ -225,7 +233,6 @@ def write_meta(out: Path, result: RunResult) -> None:
 
 
 # ------------------------------------------------------------------------ classification
-_ROOT = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
 
 
 def _rank_records(out: Path) -> dict[int, list[dict[str, object]]]:
@@ -257,6 +264,26 @@ def _finished(records: list[dict[str, object]]) -> bool:
     )
 
 
+def classify_ended(
+    out: Path, ended: Ended, nproc: int, command: list[str], stall: float | None
+) -> RunResult:
+    """The verdict on a supervised run (see :func:`classify`)."""
+    interrupted = signal_name(ended.signum) if ended.signum is not None else None
+    result = classify(
+        out,
+        ended.returncode,
+        ended.seconds,
+        nproc,
+        command,
+        ended.how == "stalled",
+        ended.how == "deadline",
+        stall,
+        interrupted=interrupted,
+    )
+    result.signum = ended.signum
+    return result
+
+
 def classify(
     out: Path,
     returncode: int | None,
@@ -266,16 +293,37 @@ def classify(
     stalled: bool,
     timed_out: bool,
     stall: float | None,
+    *,
+    interrupted: str | None = None,
 ) -> RunResult:
     """Turn the exit status, the rank files and torchrun's report into a verdict."""
     records = _rank_records(out)
     progress = _progress(out)
     result = RunResult("ok", returncode, seconds, nproc, command)
-    if stalled or timed_out:
-        hung = _hung_ranks(out, progress)
-        what = f"no progress for {stall:g} s" if stalled else "the time limit was reached"
-        where = [f"rank {r} at {at}" for r in hung if (at := _stack_top(out, r))]
+    if interrupted:
         result.status = "failed"
+        result.failure = Failure(
+            "interrupted",
+            [],
+            f"interrupted by {interrupted} after {seconds:.1f} s; every process of the run "
+            "was stopped",
+        )
+        return result
+    if stalled or timed_out:
+        what = f"no progress for {stall:g} s" if stalled else "the time limit was reached"
+        result.status = "failed"
+        silent = [r for r in range(nproc) if r not in progress]
+        if silent:  # hung before (or in) init_process_group: the agent never reported
+            names = ", ".join(map(str, silent))
+            how = (
+                "no rank got through init_process_group"
+                if len(silent) == nproc
+                else f"rank(s) {names} never got through init_process_group"
+            )
+            result.failure = Failure("hung" if stalled else "timeout", silent, f"{what}; {how}")
+            return result
+        hung = _hung_ranks(out, progress)
+        where = [f"rank {r} at {at}" for r in hung if (at := _stack_top(out, r))]
         result.failure = Failure(
             "hung" if stalled else "timeout",
             hung,
@@ -293,27 +341,30 @@ def classify(
     text = ""
     with contextlib.suppress(OSError):
         text = (out / "torchrun.log").read_text(errors="replace")
-    root = _ROOT.search(text)
+    root = outcome.root_cause(text)
     exceptions = {
         rank: rec for rank, recs in records.items() for rec in recs if rec.get("k") == "exception"
     }
     finished = len(records) >= nproc and all(_finished(r) for r in records.values())
-    if finished and not exceptions:
+    if outcome.teardown_crash(
+        every_rank_finished=finished and not exceptions, returncode=returncode, stopped=False
+    ):
         # Every rank had finished its work: a crash in interpreter teardown (a known gloo
         # quirk when a DDP model outlives destroy_process_group) loses nothing.
-        who = f"rank {root.group(1)}" if root else "a rank"
+        who = f"rank {root.rank}" if root else "a rank"
         result.warnings.append(
-            f"{who} exited with code {root.group(2) if root else returncode} after "
+            f"{who} exited with {outcome.exit_words(root.code if root else returncode or 1)} after "
             "finishing its work (teardown crash); the trace is complete"
         )
         return result
     result.status = "failed"
     # torchrun names the first rank that failed; without its report, the earliest exception.
     # Exceptions on the other ranks are usually peers losing their connection to it.
+    rank: int | None
     if root:
-        rank, code = int(root.group(1)), int(root.group(2))
+        rank, code = root.rank, root.code
     elif exceptions:
-        rank = min(exceptions, key=lambda r: float(exceptions[r].get("wall") or 0.0))
+        rank = min(exceptions, key=lambda r: float(str(exceptions[r].get("wall") or 0.0)))
         code = 1
     else:
         rank = None
@@ -375,7 +426,7 @@ def _hung_ranks(out: Path, progress: dict[int, dict[str, object]]) -> list[int]:
         return []
 
     def key(p: dict[str, object]) -> tuple[int, ...]:
-        return tuple(int(p.get(k) or 0) for k in ("step", "fwd", "bwd", "buckets"))
+        return tuple(int(str(p.get(k) or 0)) for k in ("step", "fwd", "bwd", "buckets"))
 
     keys = {rank: key(p) for rank, p in progress.items()}
     low = min(keys.values())

@@ -1,8 +1,9 @@
 """Probe and trace runs started from the TUI, behind a small protocol so tests inject fakes.
 
-The real runners launch ``ddpadvisor probe …`` / ``ddpadvisor trace …`` as subprocesses in their
-own process group, report each output line as progress, and read the results back with the
-evidence readers. Cancelling the awaiting task kills the whole group: no process is left behind.
+The real runners launch ``ddpadvisor probe …`` / ``ddpadvisor trace …`` under the reaper of
+:mod:`ddpadvisor.runs.supervise` (the one owner of process trees), report each output line as
+progress, and read the results back with the evidence readers. Cancelling the awaiting task
+ends the whole tree, and so does the TUI dying: no process is left behind.
 No textual here; the TUI wraps a runner in a worker.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import signal
 import sys
@@ -22,6 +22,7 @@ from typing import Literal, Protocol
 
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.observation import Gathered
+from ddpadvisor.runs.supervise import kill_tree, reaped_command
 from ddpadvisor.tui.trace_series import read_series
 
 RunKind = Literal["probe", "trace"]
@@ -126,11 +127,11 @@ class SubprocessRunner:
         total = len(request.probes) or None
         progress(RunProgress(0, total, f"starting: {request.describe()}"))
         proc = await asyncio.create_subprocess_exec(
-            *cmd,
+            *reaped_command(cmd, self.grace_s),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # its own group, so cancel can kill torchrun's children too
+            start_new_session=True,  # no terminal signal reaches the run except through us
         )
         finished: set[str] = set()
         tail: list[str] = []
@@ -152,14 +153,13 @@ class SubprocessRunner:
         return self._collect(request, kb, out_dir, rc, tail)
 
     async def _kill(self, proc: asyncio.subprocess.Process) -> None:
-        """SIGTERM the group (torchrun forwards it and cleans up), then SIGKILL what is left."""
+        """SIGTERM the reaper: it ends every process of the run (SIGKILL after the grace)."""
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(proc.wait(), self.grace_s)
-        # Workers that outlived their launcher (or ignored SIGTERM) go too.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            await asyncio.wait_for(proc.wait(), self.grace_s + 3.0)
+        if proc.returncode is None:  # the reaper itself is stuck: do its work
+            kill_tree(proc.pid)
         await proc.wait()
 
     def _collect(
