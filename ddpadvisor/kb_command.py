@@ -104,12 +104,12 @@ def _validate(kb, seeds: Path | None) -> int:  # type: ignore[no-untyped-def]
 
 def _test(kb, model, lang: str = "en") -> int:  # type: ignore[no-untyped-def]
     from ddpadvisor.engine.diagnose import Engine
-    from ddpadvisor.engine.ruletest import run_all
+    from ddpadvisor.ruletest import run_all
 
     engine = Engine(kb, model)
     outcomes = run_all(engine)
     if lang != "en":
-        from ddpadvisor.engine.ruletest import untranslated_in
+        from ddpadvisor.ruletest import untranslated_in
 
         for line in untranslated_in(engine, lang):  # type: ignore[arg-type]
             print(line)

@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"engine", "scan"},
     {"evidence"},
     {"runs", "probing"},
-    {"service"},
+    {"service", "ruletest"},
     {"tracing", "kb_command"},
     {"tui"},
     {"cli", "__main__"},

@@ -1,4 +1,7 @@
-"""Run the KB's rule tests (Semgrep-like): facts in, ranking expectations out."""
+"""Run the KB's rule tests (Semgrep-like): facts or a description in, ranking expectations out.
+
+It sits beside the composition root: a `text:` test goes through the intake (evidence), the
+rest through the engine."""
 
 from __future__ import annotations
 
