@@ -107,6 +107,26 @@ def value_label(value: object, lang: Lang | None = None) -> str:
 # -- the catalogue ----------------------------------------------------------------------------
 # English text -> Chinese. Keep identifiers, API names, commands and {fields} as they are.
 ZH: dict[str, str] = {
+    "Describe the problem in my own words (or paste a forum post)…": (
+        "用自己的话描述问题（也可以直接贴论坛帖子）…"
+    ),
+    # the describe screen (tui/screens/describe.py)
+    "Describe the problem in your own words, or paste your forum post (English or 中文): "
+    "GPUs, batch, precision, what the loss does. ctrl+r reads it.": (
+        "用自己的话描述问题，或者直接贴论坛帖子（中文或英文都行）：几张卡、batch、精度、"
+        "loss 是什么走势。按 ctrl+r 读取。"
+    ),
+    "Describe the problem": "描述问题",
+    "Nothing recognised. Add details, or Esc to answer questions instead.": (
+        "没有识别出任何事实。再补充些细节，或者按 Esc 改为回答问题。"
+    ),
+    "Found {n} facts. Untick any that are wrong (space), then ctrl+s to use the rest.": (
+        "找到 {n} 项事实。把不对的取消勾选（空格），然后按 ctrl+s 使用其余的。"
+    ),
+    "Read it": "读取",
+    "Use ticked facts": "使用勾选的事实",
+    "Verify failed": "验证失败",
+    "Verify passed": "验证通过",
     # next steps and the catch-all's verdicts (engine/diagnose.py)
     "Run the {probe} probe": "运行 {probe} 探针",
     "Trace your training script for a few steps": "用 trace 跑几步你的训练脚本",

@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, SelectionList, Static, TextArea
 
 from ddpadvisor.evidence.intake import Finding, extract
+from ddpadvisor.i18n import t
 from ddpadvisor.tui.session import format_value
 
 if TYPE_CHECKING:
@@ -54,14 +55,14 @@ class DescribeScreen(ModalScreen[int | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="describe-box", classes="panel dialog"):
-            yield Static(Content(INTRO), id="describe-intro")
+            yield Static(Content(t(INTRO)), id="describe-intro")
             yield TextArea(self.initial, id="describe-text", soft_wrap=True)
             yield Static("", id="describe-status")
             yield SelectionList[int](id="describe-found")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one("#describe-box").border_title = "Describe the problem"
+        self.query_one("#describe-box").border_title = t("Describe the problem")
         self.query_one("#describe-found", SelectionList).display = False
         text = self.query_one("#describe-text", TextArea)
         text.cursor_blink = False
@@ -74,14 +75,16 @@ class DescribeScreen(ModalScreen[int | None]):
         found.clear_options()
         status = self.query_one("#describe-status", Static)
         if not self.findings:
-            status.update("Nothing recognised. Add details, or Esc to answer questions instead.")
+            status.update(t("Nothing recognised. Add details, or Esc to answer questions instead."))
             found.display = False
             return
         found.add_options([(finding_label(f), i, True) for i, f in enumerate(self.findings)])
         found.display = True
         status.update(
-            f"Found {len(self.findings)} facts. Untick any that are wrong (space), "
-            "then ctrl+s to use the rest."
+            t(
+                "Found {n} facts. Untick any that are wrong (space), then ctrl+s to use the rest.",
+                n=len(self.findings),
+            )
         )
         found.focus()
 
