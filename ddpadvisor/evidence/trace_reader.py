@@ -102,7 +102,11 @@ def _index(trace: RankTrace) -> None:
     for rec in trace.records:
         k = rec.get("k")
         s = rec.get("s")
-        if k == "step" and isinstance(s, int):
+        if k == "restart":  # steps before the model was wrapped are another phase: drop them
+            trace.steps.clear()
+            trace.checks.clear()
+            trace.bufchecks.clear()
+        elif k == "step" and isinstance(s, int):
             trace.steps[s] = rec
         elif k == "chk" and isinstance(s, int):
             if rec.get("final"):

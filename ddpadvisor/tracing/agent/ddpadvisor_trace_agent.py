@@ -16,8 +16,10 @@ Each rank writes ``rank<R>.jsonl`` in ``$DDPADVISOR_TRACE``: one JSON object per
 and flushed per record. Per-step values stay tensors on their device; records holding CUDA
 tensors are queued and copied to the host in one transfer every few steps, so a GPU job gets no
 per-step host synchronisation from the agent. Parameter, buffer, gradient and optimizer-state
-fingerprints are taken every K steps (more often at the start) and compared across ranks with
-one small all_gather on a process group of the agent's own.
+fingerprints are taken every K steps (more often at the start) and written like everything
+else: the agent runs no collective of its own, so ranks that step unevenly (a rank-0-only
+phase, ``join()``, evaluation on one rank) are never held up; the reader compares the ranks'
+files offline, step by step.
 
 The agent never draws random numbers, never writes to a user tensor and never raises into the
 user's code: a failure inside a hook disables that part of the agent and is logged once.
@@ -58,6 +60,7 @@ INDEX_CHUNK_BATCHES = 64  # sampler indices are written in chunks of this many b
 INDEX_LIMIT = 65536  # above this many indices per epoch, keep a hash-selected subset
 DEVICE_FLUSH_EVERY = 16  # optimizer steps between host copies of queued CUDA values
 DIGEST_PREFIX = 4096  # elements of each input tensor that enter the order-sensitive digest
+PENDING_LIMIT = 4096  # records kept before the process group exists (then written)
 SMALL_COLLECTIVE = 16  # user collectives on at most this many elements count as metric reductions
 
 torch: Any = None  # bound in install(); the module is imported by the user first
@@ -78,6 +81,13 @@ class _Internal:
 
 
 INTERNAL = _Internal()
+
+
+def _in_data_worker() -> bool:
+    try:
+        return torch.utils.data.get_worker_info() is not None
+    except Exception:
+        return False
 
 
 def _compiling() -> bool:
@@ -236,6 +246,8 @@ class Writer:
         if not self.mine:
             return
         with self.lock:
+            if self.fh is None and len(self.pending) >= PENDING_LIMIT:
+                return  # a process that never joins a process group never writes: keep it small
             self.pending.append(rec)
             if self.fh is not None and not _on_device(rec):
                 self._write_pending()
@@ -366,7 +378,6 @@ class Agent:
         self.weights = _Weights()
         self.rank: int | None = None
         self.world = 1
-        self.pg: Any = None  # the agent's own process group, for the periodic all_gather
         self.active = False
         self.disabled: set[str] = set()
         self.step = 0  # optimizer step attempts of the primary optimizer (skipped ones included)
@@ -380,6 +391,8 @@ class Agent:
         self.primary: weakref.ref[Any] | None = None
         self.opt_steps: dict[int, int] = {}
         self.opt_seen: set[int] = set()
+        self.primary_before_wrap = False
+        self.over_ddp: dict[int, bool] = {}  # optimizer id -> it holds DDP-wrapped parameters
         self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.scaled_map: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.loss_ptrs: list[int] = []
@@ -425,6 +438,8 @@ class Agent:
         dist = torch.distributed
         if self.active or not dist.is_available() or not dist.is_initialized():
             return
+        if _in_data_worker():  # a DataLoader worker never traces itself
+            return
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
         self.writer.open(self.rank)
@@ -448,11 +463,6 @@ class Agent:
                 "checks": self.checks.source,
             }
         )
-        try:  # the agent's all_gather must never interleave with the user's collectives
-            self.pg = dist.new_group(backend=backend)
-        except Exception as exc:
-            self.pg = None
-            self.record({"k": "agent_error", "part": "group", "error": repr(exc)})
         self._start_progress()
         try:
             # The launcher sends SIGUSR1 to a stalled job to learn where each rank waits.
@@ -642,10 +652,35 @@ class Agent:
 
     # -- optimizer -------------------------------------------------------------------------
     def is_primary(self, opt: Any) -> bool:
-        if self.primary is None or self.primary() is None:
+        """Steps are counted on one optimizer: the first that steps. Steps taken before any
+        model was wrapped (a rank-0-only pre-training, say) are not the job's training: the
+        first step of an optimizer over DDP's parameters starts the count again."""
+        current = self.primary() if self.primary is not None else None
+        if current is None:
             self.primary = weakref.ref(opt)
+            self.primary_before_wrap = not self.ddps
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
+        elif self.primary_before_wrap and self.ddps and self._over_ddp(opt):
+            self.restart(opt)
         return self.primary() is opt
+
+    def _over_ddp(self, opt: Any) -> bool:
+        known = self.over_ddp.get(id(opt))
+        if known is not None:
+            return known
+        ids = set().union(*(info["reducer"] for info in self.ddp_info.values()))
+        found = any(id(p) in ids for g in opt.param_groups for p in g["params"])
+        self.over_ddp[id(opt)] = found
+        return found
+
+    def restart(self, opt: Any) -> None:
+        """Start counting steps again on ``opt``; the reader drops the steps counted before."""
+        self.write_pending_step()
+        self.record({"k": "restart", "why": "wrapped", "s": self.step, "cls": type(opt).__name__})
+        self.primary = weakref.ref(opt)
+        self.primary_before_wrap = False
+        self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
+        self.step = 0  # the window under way already belongs to the first step of the new count
 
     def on_opt_post(self, opt: Any) -> None:
         self.opt_steps[id(opt)] = self.opt_steps.get(id(opt), 0) + 1
@@ -797,12 +832,9 @@ class Agent:
                             state_names.append(f"{base}.{key}")
                             state_tensors.append(value)
         cats["optim"] = (state_names, state_tensors)
-        summary = []
         for cat, (names, tensors) in cats.items():
-            fp = self.checks.fingerprint(tensors)
-            rec[cat] = fp
+            rec[cat] = self.checks.fingerprint(tensors)
             rec[cat + "_names"] = names
-            summary.append(fp.sum(0) if fp.numel() else torch.zeros(2, dtype=torch.float64))
         for scaler in self.scalers:
             if getattr(scaler, "_scale", None) is not None:
                 rec["scaler"] = [_clone(scaler._scale), _clone(scaler._growth_tracker)]
@@ -810,25 +842,10 @@ class Agent:
         if unreduced:
             rec["unreduced"] = unreduced[:200]
             rec["n_unreduced"] = len(unreduced)
-        if not final and self.pg is not None and self.world > 1 and "gather" not in self.disabled:
-            self.gather(rec, summary)
         self.record(rec)
         if buffers and not final:
             self.buffer_check_step = self.step
         self.counters["phase"] = "loop"
-
-    def gather(self, rec: dict[str, Any], summary: list[Any]) -> None:
-        """One small all_gather of per-category sums, on the agent's own group."""
-        devices = [t.device for t in summary if t.device.type != "cpu"]
-        device = devices[0] if devices else torch.device("cpu")
-        backend = str(torch.distributed.get_backend(self.pg))
-        if "nccl" in backend and device.type != "cuda":
-            device = torch.device("cuda", torch.cuda.current_device())
-        mine = torch.stack([t.to(device) for t in summary]).reshape(-1)
-        out = [torch.empty_like(mine) for _ in range(self.world)]
-        torch.distributed.all_gather(out, mine, group=self.pg)
-        if self.rank == 0:
-            rec["gathered"] = torch.stack(out)
 
     def check_buffers(self, info: dict[str, Any]) -> None:
         """Buffers right after DDP's forward broadcast, before this forward updates them."""
