@@ -14,9 +14,13 @@ Torch-free: reading a trace needs only the standard library.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
+import os
+import re
+import stat
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -28,6 +32,7 @@ from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.observation import Gathered, Observation, observe
+from ddpadvisor.tracing.agent import ddpadvisor_trace_format as fmt
 
 Record = dict[str, Any]
 
@@ -55,51 +60,103 @@ class RankTrace:
         return None
 
 
-def _read_rank_file(path: Path, rank: int, warnings: list[str]) -> RankTrace:
+WARNINGS_PER_FILE = 12  # record problems named one by one; the rest are counted
+
+
+def _read_bounded(path: Path, limit: int) -> tuple[bytes, bool]:
+    """The file's first ``limit`` bytes and whether it is longer. Only regular files are
+    opened (a FIFO or a device would block or never end), and without blocking."""
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError("not a regular file (a FIFO, device or folder); not read", path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise InputError("not a regular file; not read", path)
+        data = fh.read(limit + 1)
+    return data[:limit], len(data) > limit
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _read_rank_file(path: Path, rank: int, raw: bytes, warnings: list[str]) -> RankTrace | None:
+    """One rank's last run, or None when the file cannot be this rank's trace."""
     trace = RankTrace(rank, path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read trace file: {exc.strerror}", path) from None
     lines = raw.split(b"\n")
     ends_clean = raw.endswith(b"\n")
     runs = 0
     start_line = 1
+    problems: list[str] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        last = number == len(lines) or (number == len(lines) - 1 and ends_clean)
+        if len(line) > fmt.MAX_LINE_BYTES:
+            problems.append(f"{path}:{number}: record longer than {fmt.MAX_LINE_BYTES} bytes")
+            continue
         try:
-            rec = json.loads(line)
-        except ValueError:
-            if last or (not ends_clean and number == len(lines)):
+            rec = json.loads(line, object_pairs_hook=_no_duplicate_keys)
+        except (ValueError, RecursionError) as exc:
+            last = number == len(lines) or (number == len(lines) - 1 and ends_clean)
+            if last and not ends_clean:
                 warnings.append(
                     f"{path}:{number}: truncated last record ignored (rank {rank} stopped "
                     "mid-write)"
                 )
             else:
-                warnings.append(f"{path}:{number}: unreadable record skipped")
+                why = str(exc)[:80] if "duplicate key" in str(exc) else "not valid JSON"
+                problems.append(f"{path}:{number}: unreadable record ({why})")
             continue
-        if not isinstance(rec, dict):
-            warnings.append(f"{path}:{number}: record is not a JSON object; skipped")
+        bad = fmt.problem(rec)
+        if bad is not None:
+            problems.append(f"{path}:{number}: {bad}")
             continue
-        if rec.get("k") == "start":
+        if rec["k"] == "start":
+            version = rec.get("v", 1)
+            if version not in fmt.READABLE_VERSIONS:
+                warnings.append(
+                    f"{path}:{number}: trace format version {version} is not one this reader "
+                    f"knows ({', '.join(map(str, fmt.READABLE_VERSIONS))}); file not used"
+                )
+                return None
+            if rec["rank"] != rank:
+                warnings.append(
+                    f"{path}:{number}: the file says it is rank {rec['rank']}'s trace, its name "
+                    f"says rank {rank}; file not used"
+                )
+                return None
             runs += 1
             start_line = number
             trace.records = []
         trace.records.append(rec)
+    for text in problems[:WARNINGS_PER_FILE]:
+        warnings.append(f"{text}; record skipped")
+    if len(problems) > WARNINGS_PER_FILE:
+        warnings.append(f"{path}: {len(problems) - WARNINGS_PER_FILE} more bad records skipped")
     if runs > 1:
         warnings.append(f"{path} holds {runs} runs; reading the last one (from line {start_line})")
-    _index(trace)
+    if trace.records and runs == 0:
+        warnings.append(f"{path}: no start record (the beginning of the file is missing)")
+    _index(trace, warnings)
     return trace
 
 
-def _index(trace: RankTrace) -> None:
+def _index(trace: RankTrace, warnings: list[str]) -> None:
     trace.start = trace.first("start") or {}
     indices: dict[int, list[int]] = {}
     complete: dict[int, bool] = {}
     mods: dict[int, int] = {}
+    duplicates: list[int] = []
     for rec in trace.records:
+        if rec.get("k") == "step" and rec.get("s") in trace.steps:
+            duplicates.append(rec["s"])
+            continue
         k = rec.get("k")
         s = rec.get("s")
         if k == "restart":  # steps before the model was wrapped are another phase: drop them
@@ -124,6 +181,12 @@ def _index(trace: RankTrace) -> None:
                 complete[it] = True
             if rec.get("mod"):
                 mods[it] = int(rec["mod"])
+    if duplicates:
+        warnings.append(
+            f"{trace.path}: step {duplicates[0]} recorded more than once"
+            + (f" ({len(duplicates)} duplicates)" if len(duplicates) > 1 else "")
+            + "; the first record of each step is used"
+        )
     for ep in trace.epochs:
         it = int(ep.get("it", 0))
         ep["indices"] = indices.get(it, [])
@@ -131,8 +194,16 @@ def _index(trace: RankTrace) -> None:
         ep["mod"] = mods.get(it, 1)
 
 
+RANK_FILE = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.jsonl$")
+META_BYTES = 1 << 20
+_META_KEYS: dict[str, type] = {"status": str, "failure": dict, "warnings": list, "command": list}
+
+
 def load_trace(folder: Path) -> tuple[list[RankTrace], dict[str, Any] | None, list[str]]:
-    """Rank traces (sorted by rank), the launcher's meta.json if any, and reading warnings."""
+    """Rank traces (sorted by rank), the launcher's meta.json if any, and reading warnings.
+
+    A file that cannot be used is named in a warning and left out; an InputError (exit 2)
+    when nothing usable is left."""
     folder = Path(folder)
     if not folder.exists():
         raise InputError("no such trace folder", folder)
@@ -140,23 +211,77 @@ def load_trace(folder: Path) -> tuple[list[RankTrace], dict[str, Any] | None, li
         raise InputError("not a folder: give the output folder of 'ddpadvisor trace'", folder)
     warnings: list[str] = []
     ranks: list[RankTrace] = []
-    for path in sorted(folder.glob("rank*.jsonl")):
+    rejected = 0
+    seen: dict[bytes, Path] = {}
+    paths = [p for p in folder.glob("rank*.jsonl") if RANK_FILE.match(p.name)]
+    for path in sorted(paths, key=lambda p: int(p.name[4:-6])):
+        rank = int(path.name[4:-6])
         try:
-            rank = int(path.name[4:].split(".")[0])
-        except ValueError:
+            raw, longer = _read_bounded(path, fmt.MAX_FILE_BYTES)
+        except InputError as exc:
+            warnings.append(f"{exc.one_line()}")
+            rejected += 1
             continue
-        ranks.append(_read_rank_file(path, rank, warnings))
-    meta = None
-    meta_path = folder / "meta.json"
-    if meta_path.is_file():
-        try:
-            meta = json.loads(meta_path.read_text())
-        except ValueError as exc:
-            warnings.append(f"{meta_path}:{getattr(exc, 'lineno', 1)}: unreadable; ignored")
+        except OSError as exc:
+            warnings.append(f"{path}: cannot read trace file: {exc.strerror}")
+            rejected += 1
+            continue
+        if longer:
+            warnings.append(f"{path}: longer than {fmt.MAX_FILE_BYTES} bytes; the rest is not read")
+        digest = hashlib.blake2b(raw, digest_size=16).digest()
+        if raw and digest in seen:
+            warnings.append(
+                f"{path}: a byte-for-byte copy of {seen[digest].name}, not a trace of its own; "
+                "file not used"
+            )
+            rejected += 1
+            continue
+        seen[digest] = path
+        trace = _read_rank_file(path, rank, raw, warnings)
+        if trace is None:
+            rejected += 1
+            continue
+        ranks.append(trace)
+    meta = _read_meta(folder / "meta.json", warnings)
     if not ranks and meta is None:
+        if rejected:
+            raise InputError(f"no usable trace: {warnings[0] if warnings else 'no rank file'}")
         raise InputError("not a ddpadvisor trace folder: no rank*.jsonl files", folder)
     ranks.sort(key=lambda t: t.rank)
     return ranks, meta, warnings
+
+
+def _read_meta(path: Path, warnings: list[str]) -> dict[str, Any] | None:
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        raw, longer = _read_bounded(path, META_BYTES)
+        if longer:
+            raise ValueError(f"longer than {META_BYTES} bytes")
+        meta = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except InputError as exc:
+        warnings.append(f"{exc.one_line()}; ignored")
+        return None
+    except OSError as exc:
+        warnings.append(f"{path}: cannot read: {exc.strerror}; ignored")
+        return None
+    except (ValueError, RecursionError) as exc:
+        warnings.append(f"{path}:{getattr(exc, 'lineno', 1)}: unreadable; ignored")
+        return None
+    if not isinstance(meta, dict):
+        warnings.append(f"{path}:1: not a JSON object; ignored")
+        return None
+    clean: dict[str, Any] = {}
+    for key, kind in _META_KEYS.items():
+        if key in meta and isinstance(meta[key], kind):
+            clean[key] = meta[key]
+        elif key in meta and meta[key] is not None:
+            warnings.append(f"{path}:1: '{key}' has the wrong type; ignored")
+    if "warnings" in clean:
+        clean["warnings"] = [w for w in clean["warnings"] if isinstance(w, str)][:50]
+    if "failure" in clean and not isinstance(clean["failure"].get("message", ""), str):
+        clean["failure"] = {}
+    return {**{k: v for k, v in meta.items() if k not in _META_KEYS}, **clean}
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -277,13 +402,33 @@ def read_trace(kb: KnowledgeBase, folder: Path) -> Gathered:
             f"{folder}: no rank recorded anything (did the script initialise torch.distributed?)"
         )
         return Gathered([], warnings, failed)
-    world = max(int(t.start.get("world") or 1) for t in ranks)
-    present = {t.rank for t in ranks}
-    missing = [r for r in range(world) if r not in present]
-    if missing:
+    worlds = {int(t.start.get("world") or 1) for t in ranks}
+    world = max(worlds)
+    if len(worlds) > 1:
         warnings.append(
-            f"{_ranks_text(missing)} wrote no trace; comparing the {len(present)} that did"
+            f"the rank files disagree on the world size ({', '.join(map(str, sorted(worlds)))}); "
+            f"using {world}"
         )
+    present = {t.rank for t in ranks}
+    beyond = sorted(r for r in present if r >= world)
+    if beyond:
+        warnings.append(f"{_ranks_text(beyond)} lie outside the world size {world}")
+    missing_count = world - len(present) + len(beyond)
+    if missing_count > 0:
+        missing = [r for r in range(min(world, len(present) + 8)) if r not in present][:8]
+        shown = _ranks_text(missing) + (
+            f" and {missing_count - 8} more" if missing_count > 8 else ""
+        )
+        warnings.append(f"{shown} wrote no trace; comparing the {len(present)} that did")
+    if meta is None or meta.get("status") != "failed":
+        for t in ranks:
+            ended = any(r.get("k") in ("end", "exception", "final", "destroy") for r in t.records)
+            if not ended:
+                last = max(t.steps) if t.steps else 0
+                warnings.append(
+                    f"{t.path}: rank {t.rank}'s trace stops at step {last} without an end record "
+                    "(the run was interrupted or is still running)"
+                )
     ctx = _Context(ranks, world, facts)
     for part in (
         ctx.setup,
@@ -298,7 +443,21 @@ def read_trace(kb: KnowledgeBase, folder: Path) -> Gathered:
         ctx.losses,
         ctx.logging,
     ):
-        part()
+        try:
+            part()
+        except (
+            TypeError,
+            ValueError,
+            KeyError,
+            IndexError,
+            AttributeError,
+            ArithmeticError,
+        ) as exc:
+            # The records passed the format check but are not what a real agent writes.
+            warnings.append(
+                f"trace: the {part.__name__} findings were not read: inconsistent records "
+                f"({type(exc).__name__}: {str(exc)[:80]})"
+            )
     return Gathered(list(facts.out.values()), warnings + facts.warnings, failed)
 
 

@@ -34,7 +34,6 @@ import contextlib
 import faulthandler
 import functools
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -49,11 +48,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the format module beside us
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+from ddpadvisor_trace_format import FORMAT_VERSION
+
 ENV_DIR = "DDPADVISOR_TRACE"
 ENV_EVERY = "DDPADVISOR_TRACE_EVERY"
 ENV_MAX_STEPS = "DDPADVISOR_TRACE_MAX_STEPS"
 DEFAULT_EVERY = 50
-FORMAT_VERSION = 1
 
 RNG_FETCHES_PER_ITERATOR = 32  # RNG digests cost ~20 us; the first batches of each epoch suffice
 INDEX_CHUNK_BATCHES = 64  # sampler indices are written in chunks of this many batches
@@ -98,25 +100,7 @@ def _compiling() -> bool:
 
 
 # ----------------------------------------------------------------------------------- helpers
-def _load_probe(name: str) -> Any:
-    """Load a shared check from the bundled ``probes/`` folder by file path (no package import)."""
-    here = Path(__file__).resolve().parent
-    for base in (here.parents[2] / "probes", here.parents[1] / "_bundled" / "probes"):
-        path = base / f"{name}.py"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location(f"_ddpadvisor_probe_{name}", path)
-            if spec is None or spec.loader is None:
-                return None
-            module = importlib.util.module_from_spec(spec)
-            try:
-                spec.loader.exec_module(module)
-            except Exception:
-                return None
-            return module
-    return None
-
-
-def _fingerprint_fallback(tensors: list[Any]) -> Any:
+def _fingerprint(tensors: list[Any]) -> Any:
     """float64 sum and sum of squares of every tensor, stacked as an [n, 2] tensor on device."""
     if not tensors:
         return torch.zeros((0, 2), dtype=torch.float64)
@@ -128,17 +112,6 @@ def _fingerprint_fallback(tensors: list[Any]) -> Any:
         d = d.to(torch.float64)
         rows.append(torch.stack([d.sum(), (d * d).sum()]))
     return torch.stack(rows)
-
-
-class _Checks:
-    """The shared checks from probes/, or the agent's own equivalents when they are missing."""
-
-    def __init__(self) -> None:
-        checksums = _load_probe("checksums")
-        self.fingerprint: Callable[[list[Any]], Any] = getattr(
-            checksums, "fingerprint", _fingerprint_fallback
-        )
-        self.source = "probes" if checksums is not None else "agent"
 
 
 def _seed_digests() -> dict[str, str]:
@@ -374,7 +347,6 @@ class Agent:
         self.every = max(1, every)
         self.max_steps = max_steps
         self.writer = Writer(out_dir)
-        self.checks = _Checks()
         self.weights = _Weights()
         self.rank: int | None = None
         self.world = 1
@@ -460,7 +432,7 @@ class Agent:
                 "every": self.every,
                 "max_steps": self.max_steps,
                 "argv": sys.argv[:16],
-                "checks": self.checks.source,
+                "checks": "agent",
             }
         )
         self._start_progress()
@@ -546,7 +518,7 @@ class Agent:
         weakref.finalize(ddp, _on_ddp_collected, index)
 
     def _fp_summary(self, tensors: list[Any]) -> Any:
-        fp = self.checks.fingerprint([t for t in tensors if t is not None])
+        fp = _fingerprint([t for t in tensors if t is not None])
         return fp.sum(0) if fp.numel() else fp.new_zeros(2)
 
     def ensure_comm_hooks(self) -> None:
@@ -833,7 +805,7 @@ class Agent:
                             state_tensors.append(value)
         cats["optim"] = (state_names, state_tensors)
         for cat, (names, tensors) in cats.items():
-            rec[cat] = self.checks.fingerprint(tensors)
+            rec[cat] = _fingerprint(tensors)
             rec[cat + "_names"] = names
         for scaler in self.scalers:
             if getattr(scaler, "_scale", None) is not None:
@@ -858,7 +830,7 @@ class Agent:
                 names.append(name)
                 tensors.append(b)
         if tensors:
-            fp = self.checks.fingerprint(tensors)
+            fp = _fingerprint(tensors)
             self.record({"k": "bufchk", "s": step, "buffers": fp, "buffers_names": names})
 
     def final_check(self, reason: str) -> None:

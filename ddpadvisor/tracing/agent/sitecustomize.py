@@ -20,6 +20,7 @@ Only the standard library is used here.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -77,10 +78,8 @@ class _AfterTorchImport(importlib.abc.MetaPathFinder):
         finder = self
 
         def exec_module(module):  # type: ignore[no-untyped-def]
-            try:
+            with contextlib.suppress(AttributeError):
                 del loader.exec_module  # back to the class's own method
-            except AttributeError:
-                pass
             real_exec(module)
             if finder in sys.meta_path:
                 sys.meta_path.remove(finder)
