@@ -125,7 +125,7 @@ def _apply(files: dict[str, bytes], m: tuple[Any, ...]) -> None:
         else:
             try:
                 rec = json.loads(lines[i])
-            except ValueError:
+            except (ValueError, RecursionError):
                 return
             if not isinstance(rec, dict):
                 return

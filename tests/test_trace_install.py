@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +43,12 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> Any:
     return subprocess.run(
         cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
     )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _steps(trace: Path) -> dict[int, int]:
@@ -78,6 +85,7 @@ def launches(tmp_path_factory):  # type: ignore[no-untyped-def]
     def accelerate_launch() -> Any:
         cmd = [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2"]
         cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+        cmd += ["--main_process_port", str(_free_port())]  # not 29500: other jobs use it
         cmd += [str(JOBS / "accelerate_job.py")]
         return _run(cmd, _env(root / "accelerate"), cwd=root)
 
@@ -161,3 +169,20 @@ def test_verify_without_the_facts_a_cause_acts_on_cannot_pass(tmp_path, engine):
     assert blind, "a bare trace should leave some cause without evidence"
     with pytest.raises(InputError, match="cannot verify"):
         _verify(engine, folder, blind[0])
+
+
+@pytest.mark.slow  # a fresh interpreter imports torch
+def test_each_patch_can_be_switched_off_and_uninstalled(tmp_path):  # type: ignore[no-untyped-def]
+    code = (
+        "import torch, ddpadvisor_trace_agent as agent;"
+        "from ddpadvisor_trace_agent.hooks import PATCHES;"
+        "wrapped = lambda f: getattr(f, '__ddpadvisor__', False);"
+        "print(sorted(PATCHES) == sorted(set(PATCHES)), wrapped(torch.Tensor.backward),"
+        " wrapped(torch.optim.Optimizer.zero_grad));"
+        "agent.uninstall();"
+        "print(wrapped(torch.optim.Optimizer.zero_grad), wrapped(torch.nn.Module.zero_grad),"
+        " len(__import__('sys').modules['torch.optim.optimizer']._global_optimizer_post_hooks))"
+    )
+    proc = _run([sys.executable, "-c", code], _env(tmp_path / "t", DDPADVISOR_TRACE_OFF="autograd"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "False", "True", "False", "False", "0"]

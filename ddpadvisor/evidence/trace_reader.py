@@ -32,7 +32,7 @@ from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.observation import Gathered, Observation, observe
-from ddpadvisor.tracing.agent import ddpadvisor_trace_format as fmt
+from ddpadvisor.tracing.agent.ddpadvisor_trace_agent import format as fmt
 
 Record = dict[str, Any]
 

@@ -1,38 +1,11 @@
-"""The ddpadvisor trace agent: records what a DDP job really does, per rank and per step.
-
-Installed by ``sitecustomize`` (same folder) right after the training script imports torch.
-It only uses torch's extension points and thin wrappers around public entry points:
-
-* global optimizer step pre/post hooks: the step boundary, LR, periodic checksums;
-* a DDP communication hook that delegates to the stock all-reduce (or to the user's own hook):
-  whether a backward synchronised, pre-sync local and post-sync global gradient norms;
-* forward hooks on each DDP module and its inner module: input digests, the
-  ``require_backward_grad_sync`` flag, forwards that bypass the wrapper;
-* global module/parameter registration hooks: modules created after wrapping;
-* wrappers of ``Tensor.backward``, ``zero_grad``, ``clip_grad_norm_``, ``GradScaler``,
-  LR schedulers, ``BatchSampler``/``DistributedSampler``, ``load_state_dict``, ``autocast``.
-
-Each rank writes ``rank<R>.jsonl`` in ``$DDPADVISOR_TRACE``: one JSON object per line, written
-and flushed per record. Per-step values stay tensors on their device; records holding CUDA
-tensors are queued and copied to the host in one transfer every few steps, so a GPU job gets no
-per-step host synchronisation from the agent. Parameter, buffer, gradient and optimizer-state
-fingerprints are taken every K steps (more often at the start) and written like everything
-else: the agent runs no collective of its own, so ranks that step unevenly (a rank-0-only
-phase, ``join()``, evaluation on one rank) are never held up; the reader compares the ranks'
-files offline, step by step.
-
-The agent never draws random numbers, never writes to a user tensor and never raises into the
-user's code: a failure inside a hook disables that part of the agent and is logged once.
-
-Standard library and torch only, so this folder can be copied to a cluster on its own.
-"""
+"""The agent: the per-step window, the optimizer step boundary, the checks, and the hook
+bodies that DDP modules and comm hooks call."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import faulthandler
-import functools
 import hashlib
 import json
 import math
@@ -44,62 +17,26 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the format module beside us
-    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-from ddpadvisor_trace_format import FORMAT_VERSION
+import torch
 
-ENV_DIR = "DDPADVISOR_TRACE"
-ENV_EVERY = "DDPADVISOR_TRACE_EVERY"
-ENV_MAX_STEPS = "DDPADVISOR_TRACE_MAX_STEPS"
-DEFAULT_EVERY = 50
-
-RNG_FETCHES_PER_ITERATOR = 32  # RNG digests cost ~20 us; the first batches of each epoch suffice
-INDEX_CHUNK_BATCHES = 64  # sampler indices are written in chunks of this many batches
-INDEX_LIMIT = 65536  # above this many indices per epoch, keep a hash-selected subset
-DEVICE_FLUSH_EVERY = 16  # optimizer steps between host copies of queued CUDA values
-DIGEST_PREFIX = 4096  # elements of each input tensor that enter the order-sensitive digest
-PENDING_LIMIT = 4096  # records kept before the process group exists (then written)
-SMALL_COLLECTIVE = 16  # user collectives on at most this many elements count as metric reductions
-
-torch: Any = None  # bound in install(); the module is imported by the user first
-_agent: Agent | None = None
-_internal = threading.local()  # set while the agent itself runs torch code that we also wrap
+from . import runtime as rt
+from .format import FORMAT_VERSION
+from .runtime import (
+    _ORIG,
+    DEVICE_FLUSH_EVERY,
+    DIGEST_PREFIX,
+    INDEX_LIMIT,
+    INTERNAL,
+    _compiling,
+    _in_data_worker,
+)
+from .writer import Writer
 
 
-def _busy() -> bool:
-    return getattr(_internal, "depth", 0) > 0
-
-
-class _Internal:
-    def __enter__(self) -> None:
-        _internal.depth = getattr(_internal, "depth", 0) + 1
-
-    def __exit__(self, *exc: object) -> None:
-        _internal.depth -= 1
-
-
-INTERNAL = _Internal()
-
-
-def _in_data_worker() -> bool:
-    try:
-        return torch.utils.data.get_worker_info() is not None
-    except Exception:
-        return False
-
-
-def _compiling() -> bool:
-    try:
-        return bool(torch.compiler.is_compiling())
-    except Exception:
-        return False
-
-
-# ----------------------------------------------------------------------------------- helpers
 def _fingerprint(tensors: list[Any]) -> Any:
     """float64 sum and sum of squares of every tensor, stacked as an [n, 2] tensor on device."""
     if not tensors:
@@ -121,7 +58,7 @@ def _seed_digests() -> dict[str, str]:
     out = {}
     state = torch.random.get_rng_state()
     np = sys.modules.get("numpy")
-    raw = state.numpy().tobytes() if np is not None else bytes(_tolist(state))
+    raw = state.numpy().tobytes() if np is not None else bytes(rt.tolist(state))
     out["torch"] = hashlib.blake2b(raw, digest_size=8).hexdigest()
     out["python"] = f"{hash(random.getstate()[1]) & 0xFFFFFFFFFFFFFFFF:016x}"
     if np is not None:
@@ -191,118 +128,6 @@ def _subset(indices: list[int], total: int) -> tuple[list[int], int]:
     return [i for i in indices if (i * 2654435761) % 4294967296 % modulus == 0], modulus
 
 
-# ------------------------------------------------------------------------------------ writer
-class Writer:
-    """Per-rank JSONL file: one record per line, flushed per record.
-
-    Records may hold tensors. Records whose tensors are all on the CPU are written at once;
-    records holding device tensors wait for :meth:`flush`, which copies all their values to the
-    host in one transfer per device.
-    """
-
-    def __init__(self, out_dir: Path) -> None:
-        self.dir = out_dir
-        self.pid = os.getpid()
-        self.fh: Any = None
-        self.pending: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-
-    @property
-    def mine(self) -> bool:  # a forked DataLoader worker inherits the agent but must not write
-        return os.getpid() == self.pid
-
-    def open(self, rank: int) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.dir / f"rank{rank}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-
-    def add(self, rec: dict[str, Any]) -> None:
-        if not self.mine:
-            return
-        with self.lock:
-            if self.fh is None and len(self.pending) >= PENDING_LIMIT:
-                return  # a process that never joins a process group never writes: keep it small
-            self.pending.append(rec)
-            if self.fh is not None and not _on_device(rec):
-                self._write_pending()
-
-    def flush(self) -> None:
-        if not self.mine:
-            return
-        with self.lock:
-            if self.fh is not None:
-                self._write_pending()
-
-    def _write_pending(self) -> None:
-        if not self.pending:
-            return
-        records, self.pending = self.pending, []
-        with INTERNAL:
-            _materialise(records)
-        for rec in records:
-            self.fh.write(json.dumps(rec, separators=(",", ":"), default=str) + "\n")
-            self.fh.flush()
-
-
-def _walk_tensors(obj: Any, out: list[tuple[Any, Any, Any]]) -> None:
-    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
-    for key, value in items:
-        if isinstance(value, (dict, list)):
-            _walk_tensors(value, out)
-        elif torch is not None and isinstance(value, torch.Tensor):
-            out.append((obj, key, value))
-
-
-def _on_device(rec: dict[str, Any]) -> bool:
-    found: list[tuple[Any, Any, Any]] = []
-    _walk_tensors(rec, found)
-    return any(t.device.type != "cpu" for _, _, t in found)
-
-
-_tolist: Callable[[Any], Any] = lambda t: t.tolist()  # noqa: E731  (rebound to the original)
-
-
-def _materialise(records: list[dict[str, Any]]) -> None:
-    """Replace every tensor in the records by plain numbers, one host copy per device."""
-    found: list[tuple[Any, Any, Any]] = []
-    for rec in records:
-        _walk_tensors(rec, found)
-    by_device: dict[str, list[tuple[Any, Any, Any]]] = {}
-    for slot in found:
-        by_device.setdefault(str(slot[2].device), []).append(slot)
-    for device, slots in by_device.items():
-        if device == "cpu":
-            for holder, key, t in slots:
-                holder[key] = _tolist(t.detach())
-            continue
-        flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for _, _, t in slots])
-        values = _tolist(flat.cpu())
-        pos = 0
-        for holder, key, t in slots:
-            n = t.numel()
-            chunk = values[pos : pos + n]
-            pos += n
-            if t.dim() == 0:
-                holder[key] = chunk[0]
-            else:
-                holder[key] = _reshape(chunk, list(t.shape))
-            if t.dtype in (torch.int64, torch.int32, torch.bool):
-                holder[key] = _as_int(holder[key])
-
-
-def _reshape(flat: list[Any], shape: list[int]) -> Any:
-    if len(shape) <= 1:
-        return flat
-    step = len(flat) // shape[0] if shape[0] else 0
-    return [_reshape(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
-
-
-def _as_int(x: Any) -> Any:
-    if isinstance(x, list):
-        return [_as_int(v) for v in x]
-    return int(x) if isinstance(x, float) and math.isfinite(x) else x
-
-
-# ------------------------------------------------------------------------------ step window
 class Backward:
     """One call of backward(): its loss, how the loss was scaled, and what it synchronised."""
 
@@ -340,7 +165,6 @@ class Window:
         self.batch: int | None = None
 
 
-# ------------------------------------------------------------------------------------- agent
 class Agent:
     def __init__(self, out_dir: Path, every: int, max_steps: int | None) -> None:
         self.dir = out_dir
@@ -872,7 +696,6 @@ class Agent:
         self.safe("end", self.finish, "exit")
 
 
-# ---------------------------------------------------------------------------- small helpers
 def _plain(x: Any) -> Any:
     if torch is not None and isinstance(x, torch.Tensor):
         return x.detach().clone()
@@ -935,7 +758,7 @@ def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
         elif other.device.type != "cpu":
             return None, name == "DivBackward0"
         else:
-            value = float(_ORIG["item"](other))
+            value = float(_ORIG.get("item", torch.Tensor.item)(other))
             if value == 0.0 or not math.isfinite(value):
                 return None, False
             factor = factor / value if name == "DivBackward0" else factor * value
@@ -952,7 +775,7 @@ def _optimizer_record(opt: Any) -> dict[str, Any]:
     for key in ("lr", "betas", "eps", "weight_decay", "momentum", "foreach", "fused"):
         if key in g:
             value = g[key]
-            keep[key] = _ORIG["tolist"](value) if isinstance(value, torch.Tensor) else value
+            keep[key] = rt.tolist(value) if isinstance(value, torch.Tensor) else value
     return {
         "k": "opt",
         "cls": type(opt).__name__,
@@ -963,9 +786,8 @@ def _optimizer_record(opt: Any) -> dict[str, Any]:
     }
 
 
-# ------------------------------------------------------------------- hook & wrapper bodies
 def _ddp_pre_forward(ddp: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    a = _agent
+    a = rt.AGENT
     if a is None or _compiling():
         return None
     a.in_ddp_forward += 1
@@ -974,7 +796,7 @@ def _ddp_pre_forward(ddp: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 
 def _ddp_post_forward(ddp: Any, args: Any, output: Any) -> None:
-    a = _agent
+    a = rt.AGENT
     if a is None or _compiling():
         return None
     a.in_ddp_forward = max(0, a.in_ddp_forward - 1)
@@ -983,7 +805,7 @@ def _ddp_post_forward(ddp: Any, args: Any, output: Any) -> None:
 
 
 def _inner_pre_forward(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    a = _agent
+    a = rt.AGENT
     if a is None or _compiling():
         return None
     if a.buffer_check_step is not None:
@@ -998,7 +820,7 @@ def _inner_pre_forward(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
 
 
 def _on_ddp_collected(index: int) -> None:
-    a = _agent
+    a = rt.AGENT
     if a is not None and a.writer.mine:
         a.safe("final", a.final_check, "ddp_deleted")
 
@@ -1008,7 +830,7 @@ def _observing_hook(inner: Callable[..., Any]) -> Callable[..., Any]:
 
     # No annotations: DDP rejects a comm hook whose annotations are not GradBucket/Future.
     def hook(state, bucket):  # type: ignore[no-untyped-def]
-        a = _agent
+        a = rt.AGENT
         b = a.safe("comm", a.on_bucket, bucket) if a is not None else None
         with INTERNAL:
             fut = inner(state, bucket)
@@ -1029,266 +851,6 @@ def _observing_hook(inner: Callable[..., Any]) -> Callable[..., Any]:
     return hook
 
 
-_ORIG: dict[str, Any] = {}
-
-
-def _wrap(owner: Any, name: str, key: str, make: Callable[[Any], Any]) -> None:
-    original = getattr(owner, name, None)
-    if original is None or getattr(original, "__ddpadvisor__", False):
-        return
-    _ORIG.setdefault(key, original)
-    wrapper = make(original)
-    functools.update_wrapper(wrapper, original)
-    wrapper.__ddpadvisor__ = True
-    setattr(owner, name, wrapper)
-
-
-def _patch_distributed() -> None:
-    import torch.distributed as dist
-    import torch.distributed.distributed_c10d as c10d
-
-    def make_init(orig: Any) -> Any:
-        def init_process_group(*args: Any, **kwargs: Any) -> Any:
-            out = orig(*args, **kwargs)
-            a = _agent
-            if a is not None:
-                a.safe("activate", a.activate)
-            return out
-
-        return init_process_group
-
-    def make_destroy(orig: Any) -> Any:
-        def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
-            a = _agent
-            if a is not None and a.active and not (args or kwargs.get("group")):
-                a.safe("final", a.final_check, "destroy")
-                a.safe("end", a.record, {"k": "destroy", "s": a.step})
-                a.safe("end", a.writer.flush)
-            return orig(*args, **kwargs)
-
-        return destroy_process_group
-
-    for owner in (dist, c10d):
-        _wrap(owner, "init_process_group", f"init_process_group.{owner.__name__}", make_init)
-        _wrap(owner, "destroy_process_group", f"destroy.{owner.__name__}", make_destroy)
-
-    def make_collective(kind: str) -> Callable[[Any], Any]:
-        def make(orig: Any) -> Any:
-            def collective(*args: Any, **kwargs: Any) -> Any:
-                a = _agent
-                if a is not None and not _busy():
-                    t = args[0] if args else None
-                    if kind.startswith("all_gather") and len(args) > 1:
-                        t = args[1]
-                    if isinstance(t, torch.Tensor) and t.numel() <= SMALL_COLLECTIVE:
-                        a.window.reductions += 1
-                    elif isinstance(t, torch.Tensor) and kind == "all_reduce" and a.ddps:
-                        a.window.big_reductions += 1  # e.g. gradients all-reduced by hand
-                return orig(*args, **kwargs)
-
-            return collective
-
-        return make
-
-    for kind in ("all_reduce", "reduce", "all_gather", "all_gather_into_tensor"):
-        for owner in (dist, c10d):
-            _wrap(owner, kind, f"{kind}.{owner.__name__}", make_collective(kind))
-
-
-def _patch_ddp() -> None:
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    def make_init(orig: Any) -> Any:
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            orig(self, *args, **kwargs)
-            a = _agent
-            if a is not None:
-                a.safe("wrap", a.on_wrap, self)
-
-        return __init__
-
-    def make_register(orig: Any) -> Any:
-        def register_comm_hook(self: Any, state: Any, hook: Any) -> Any:
-            a = _agent
-            if a is not None and "comm" not in a.disabled:
-                info = a.ddp_info.get(id(self))
-                if info is not None:
-                    info["hooked"] = True
-                name = getattr(hook, "__qualname__", type(hook).__name__)
-                a.safe("comm", a.cfg, "comm_hook", {"k": "cfg", "comm_hook": name})
-                hook = _observing_hook(hook)
-            return orig(self, state, hook)
-
-        return register_comm_hook
-
-    def make_builtin(orig: Any) -> Any:
-        def _register_builtin_comm_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
-            a = _agent
-            if a is not None and id(self) in a.ddp_info:
-                a.ddp_info[id(self)]["builtin_hook"] = True
-                a.record({"k": "cfg", "builtin_comm_hook": True})
-            return orig(self, *args, **kwargs)
-
-        return _register_builtin_comm_hook
-
-    _ORIG["ddp_register_comm_hook"] = DDP.register_comm_hook
-    _wrap(DDP, "__init__", "ddp_init", make_init)
-    _wrap(DDP, "register_comm_hook", "ddp_register_comm_hook_user", make_register)
-    _wrap(DDP, "_register_builtin_comm_hook", "ddp_builtin", make_builtin)
-
-
-def _patch_autograd() -> None:
-    def run(orig: Any, loss: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        a = _agent
-        if a is None or _busy() or _compiling() or getattr(_internal, "in_backward", False):
-            return orig(*args, **kwargs)
-        b = a.safe("backward", a.before_backward, loss)
-        _internal.in_backward = True
-        try:
-            return orig(*args, **kwargs)
-        finally:
-            _internal.in_backward = False
-            if b is not None:
-                a.safe("backward", a.after_backward, b)
-
-    def make_tensor_backward(orig: Any) -> Any:
-        def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return run(orig, self, (self, *args), kwargs)
-
-        return backward
-
-    def make_autograd_backward(orig: Any) -> Any:
-        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-            loss = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
-            return run(orig, loss, (tensors, *args), kwargs)
-
-        return backward
-
-    _wrap(torch.Tensor, "backward", "tensor_backward", make_tensor_backward)
-    _wrap(torch.autograd, "backward", "autograd_backward", make_autograd_backward)
-
-    def make_read(key: str) -> Callable[[Any], Any]:
-        def make(orig: Any) -> Any:
-            def read(self: Any, *args: Any, **kwargs: Any) -> Any:
-                a = _agent
-                if a is not None and a.loss_ptrs and not _busy():
-                    try:
-                        if self.numel() == 1 and self.data_ptr() in a.loss_ptrs:
-                            a.window.loss_reads += 1
-                    except Exception:
-                        pass
-                return orig(self, *args, **kwargs)
-
-            return read
-
-        return make
-
-    _ORIG["item"] = torch.Tensor.item
-    _ORIG["tolist"] = torch.Tensor.tolist
-    global _tolist
-    _tolist = _ORIG["tolist"]
-    for name in ("item", "tolist", "__float__"):
-        _wrap(torch.Tensor, name, f"read_{name}", make_read(name))
-
-
-def _patch_optim() -> None:
-    from torch.optim.optimizer import (
-        Optimizer,
-        register_optimizer_step_post_hook,
-        register_optimizer_step_pre_hook,
-    )
-
-    def pre(opt: Any, args: Any, kwargs: Any) -> None:
-        a = _agent
-        if a is not None and not _compiling():
-            a.counters["phase"] = "optimizer"
-        return None
-
-    def post(opt: Any, args: Any, kwargs: Any) -> None:
-        a = _agent
-        if a is not None and not _compiling():
-            a.safe("step", a.on_opt_post, opt)
-        return None
-
-    register_optimizer_step_pre_hook(pre)
-    register_optimizer_step_post_hook(post)
-
-    def make_zero(orig: Any) -> Any:
-        def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
-            a = _agent
-            if a is not None and not _busy():
-                w = a.window
-                w.zero_calls += 1
-                if w.backwards:
-                    w.zero_after_backward = True
-            return orig(self, *args, **kwargs)
-
-        return zero_grad
-
-    _wrap(Optimizer, "zero_grad", "opt_zero_grad", make_zero)
-    _wrap(torch.nn.Module, "zero_grad", "module_zero_grad", make_zero)
-
-    def make_load(kind: str) -> Callable[[Any], Any]:
-        def make(orig: Any) -> Any:
-            def load_state_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
-                a = _agent
-                if a is not None and not _busy():
-                    a.safe("load", _record_load, a, self, kind)
-                return orig(self, *args, **kwargs)
-
-            return load_state_dict
-
-        return make
-
-    _wrap(Optimizer, "load_state_dict", "opt_load", make_load("optimizer"))
-    _wrap(torch.nn.Module, "load_state_dict", "module_load", make_load("model"))
-
-    from torch.optim import lr_scheduler
-
-    def make_sched(orig: Any) -> Any:
-        def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-            a = _agent
-            if a is None or getattr(self, "_is_initial", False) or _busy():
-                return orig(self, *args, **kwargs)
-            outer = a.sched_depth == 0
-            a.sched_depth += 1
-            try:
-                return orig(self, *args, **kwargs)
-            finally:
-                a.sched_depth -= 1
-                if outer:
-                    a.window.sched += 1
-                    a.sched_total += 1
-                    a.safe("sched", a.cfg, f"sched{id(self)}", _sched_record(self))
-
-        return step
-
-    base = getattr(lr_scheduler, "LRScheduler", None)
-    classes = [base] if base is not None else []
-    for obj in vars(lr_scheduler).values():
-        if (
-            isinstance(obj, type)
-            and base is not None
-            and issubclass(obj, base)
-            and obj is not base
-            and "step" in vars(obj)
-            and obj.__name__ != "ReduceLROnPlateau"
-        ):
-            classes.append(obj)
-    for cls in classes:
-        _wrap(cls, "step", f"sched_step.{cls.__name__}", make_sched)
-
-
-def _sched_record(s: Any) -> dict[str, Any]:
-    return {"k": "sched", "cls": type(s).__name__, "primary": _is_primary_opt(s)}
-
-
-def _is_primary_opt(s: Any) -> bool:
-    a = _agent
-    opt = getattr(s, "optimizer", None)
-    return bool(a and a.primary is not None and a.primary() is opt)
-
-
 def _record_load(a: Agent, target: Any, kind: str) -> None:
     wrapped = target in a.wrapped_modules if kind == "model" else False
     if kind in ("optimizer", "scaler"):
@@ -1303,368 +865,3 @@ def _record_load(a: Agent, target: Any, kind: str) -> None:
             "s": a.step,
         }
     )
-
-
-def _patch_clip() -> None:
-    import torch.nn.utils as nn_utils
-    import torch.nn.utils.clip_grad as clip_mod
-
-    def make(orig: Any) -> Any:
-        def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
-            norm = orig(*args, **kwargs)
-            a = _agent
-            if a is not None and not _busy() and not _compiling():
-                a.safe("clip", _record_clip, a, norm)
-            return norm
-
-        return clip_grad_norm_
-
-    for owner in (nn_utils, clip_mod):
-        _wrap(owner, "clip_grad_norm_", f"clip.{owner.__name__}", make)
-
-
-def _record_clip(a: Agent, norm: Any) -> None:
-    w = a.window
-    last = w.backwards[-1] if w.backwards else None
-    before_unscale = False
-    opt = a.primary() if a.primary is not None else None
-    if w.scaled:
-        for scaler in a.scalers:
-            if not getattr(scaler, "_enabled", False):
-                continue
-            states = getattr(scaler, "_per_optimizer_states", {})
-            if opt is not None and id(opt) in states:
-                stages = [states[id(opt)].get("stage")]
-            else:  # before the first optimizer step the agent does not know the optimizer yet
-                stages = [st.get("stage") for st in list(states.values())]
-            if not any(getattr(st, "name", str(st)) == "UNSCALED" for st in stages):
-                before_unscale = True
-    w.clips.append(
-        {
-            "norm": norm.detach().clone() if isinstance(norm, torch.Tensor) else norm,
-            "unsynced": bool(a.ddps) and last is not None and last.buckets == 0,
-            "before_unscale": before_unscale,
-            "n_bwd": len(w.backwards),
-        }
-    )
-    a.cfg("clip", {"k": "cfg", "clip": True})
-
-
-def _patch_amp() -> None:
-    try:
-        from torch.amp import grad_scaler
-    except Exception:
-        return
-    GradScaler = grad_scaler.GradScaler
-
-    def make_scale(orig: Any) -> Any:
-        def scale(self: Any, outputs: Any) -> Any:
-            out = orig(self, outputs)
-            a = _agent
-            if a is not None and getattr(self, "_enabled", False) and not _busy():
-                a.scalers.add(self)
-                a.window.scaled = True
-                if isinstance(out, torch.Tensor) and isinstance(outputs, torch.Tensor):
-                    a.scaled_map[out] = outputs
-                a.cfg("scaler", {"k": "cfg", "scaler": True, "device": self._device})
-            return out
-
-        return scale
-
-    def make_step(orig: Any) -> Any:
-        def step(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-            a = _agent
-            before = a.opt_steps.get(id(optimizer), 0) if a is not None else 0
-            out = orig(self, optimizer, *args, **kwargs)
-            skipped = a is not None and a.opt_steps.get(id(optimizer), 0) == before
-            enabled = getattr(self, "_enabled", False) and not _busy()
-            if skipped and enabled and a.is_primary(optimizer):
-                a.safe("step", a.end_step, optimizer, True)
-            return out
-
-        return step
-
-    def make_update(orig: Any) -> Any:
-        def update(self: Any, *args: Any, **kwargs: Any) -> Any:
-            a = _agent
-            if a is not None and getattr(self, "_enabled", False) and not _busy():
-                found = a.safe("scaler", _found_inf, self)
-                out = orig(self, *args, **kwargs)
-                rec = a.pending_step
-                if rec is not None and found is not None:
-                    rec["finf"] = found
-                a.pending_step = None
-                if rec is not None:
-                    rec["scale"] = _clone(getattr(self, "_scale", None))
-                    rec["growth"] = _clone(getattr(self, "_growth_tracker", None))
-                    a.safe("scaler", a.record, rec)
-                return out
-            return orig(self, *args, **kwargs)
-
-        return update
-
-    def make_load(orig: Any) -> Any:
-        def load_state_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
-            a = _agent
-            if a is not None and not _busy():
-                a.safe("load", _record_load, a, self, "scaler")
-            return orig(self, *args, **kwargs)
-
-        return load_state_dict
-
-    _wrap(GradScaler, "scale", "scaler_scale", make_scale)
-    _wrap(GradScaler, "step", "scaler_step", make_step)
-    _wrap(GradScaler, "update", "scaler_update", make_update)
-    _wrap(GradScaler, "load_state_dict", "scaler_load", make_load)
-
-    def make_enter(orig: Any) -> Any:
-        def __enter__(self: Any) -> Any:
-            out = orig(self)
-            a = _agent
-            if a is not None and getattr(self, "_enabled", False) and not _busy():
-                dtype = str(getattr(self, "fast_dtype", "")).replace("torch.", "")
-                key = f"autocast:{self.device}:{dtype}"
-                a.safe("amp", a.cfg, key, {"k": "cfg", "autocast": dtype, "device": self.device})
-            return out
-
-        return __enter__
-
-    from torch.amp import autocast_mode
-
-    _wrap(autocast_mode.autocast, "__enter__", "autocast_enter", make_enter)
-
-    def make_compile(orig: Any) -> Any:
-        def compile(*args: Any, **kwargs: Any) -> Any:
-            a = _agent
-            if a is not None:
-                a.safe("compile", a.cfg, "compile", {"k": "cfg", "compile": True})
-            return orig(*args, **kwargs)
-
-        return compile
-
-    _wrap(torch, "compile", "compile", make_compile)
-
-
-def _patch_data() -> None:
-    from torch.utils.data import dataloader as dl_mod
-    from torch.utils.data import distributed as dist_mod
-    from torch.utils.data import sampler as sampler_mod
-
-    def make_batch_iter(orig: Any) -> Any:
-        def __iter__(self: Any) -> Iterator[Any]:
-            a = _agent
-            if a is None or not a.writer.mine:
-                yield from orig(self)
-                return
-            it = orig(self)
-            state = a.safe("sampler", _epoch_start, a, self)
-            chunk: list[int] = []
-            batches = 0
-            try:
-                for batch in it:
-                    if state is not None:
-                        try:
-                            chunk.extend(int(i) for i in batch)
-                        except (TypeError, ValueError):
-                            state = None
-                        batches += 1
-                        if batches % INDEX_CHUNK_BATCHES == 0:
-                            a.safe("sampler", _write_indices, a, state, chunk, False)
-                            chunk = []
-                    yield batch
-            finally:
-                if state is not None:
-                    a.safe("sampler", _write_indices, a, state, chunk, True)
-
-        return __iter__
-
-    _wrap(sampler_mod.BatchSampler, "__iter__", "batch_sampler_iter", make_batch_iter)
-
-    def make_set_epoch(orig: Any) -> Any:
-        def set_epoch(self: Any, epoch: int) -> Any:
-            a = _agent
-            if a is not None:
-                a.set_epoch_calls.setdefault(id(self), []).append(int(epoch))
-                a.safe("sampler", a.record, {"k": "set_epoch", "epoch": int(epoch), "s": a.step})
-            return orig(self, epoch)
-
-        return set_epoch
-
-    _wrap(dist_mod.DistributedSampler, "set_epoch", "set_epoch", make_set_epoch)
-
-    base_iter = getattr(dl_mod, "_BaseDataLoaderIter", None)
-    if base_iter is None:
-        return
-
-    def make_next(orig: Any) -> Any:
-        def __next__(self: Any) -> Any:
-            a = _agent
-            if a is None or not a.active or _busy():
-                return orig(self)
-            n = getattr(self, "_ddpadvisor_fetches", 0)
-            self._ddpadvisor_fetches = n + 1
-            if n == 0:
-                a.safe("sampler", _iterator_record, a, self)
-            if n >= RNG_FETCHES_PER_ITERATOR or "rng" in a.disabled:
-                return orig(self)
-            before = a.safe("rng", _rng_digest)
-            out = orig(self)
-            after = a.safe("rng", _rng_digest)
-            if before is not None and after is not None:
-                a.window.rng.append([n, before, after])
-            return out
-
-        return __next__
-
-    _wrap(base_iter, "__next__", "loader_next", make_next)
-
-
-def _iterator_record(a: Agent, it: Any) -> None:
-    a.record(
-        {
-            "k": "iter",
-            "workers": int(getattr(it, "_num_workers", 0)),
-            "base_seed": getattr(it, "_base_seed", None),
-            "s": a.step,
-        }
-    )
-
-
-def _epoch_start(a: Agent, batch_sampler: Any) -> dict[str, Any]:
-    sampler = getattr(batch_sampler, "sampler", None)
-    sid = a.sampler_ids.setdefault(id(sampler), len(a.sampler_ids))
-    a.iterations += 1
-    rec: dict[str, Any] = {
-        "k": "epoch",
-        "it": a.iterations,
-        "sampler": sid,
-        "cls": type(sampler).__name__,
-        "bs": getattr(batch_sampler, "batch_size", None),
-        "s": a.step,
-    }
-    source = getattr(sampler, "dataset", None)
-    if source is None:
-        source = getattr(sampler, "data_source", None)
-    try:
-        rec["dataset_len"] = len(source) if source is not None else len(sampler)
-    except TypeError:
-        rec["dataset_len"] = None
-    for attr in ("seed", "epoch", "shuffle", "num_replicas", "rank", "drop_last"):
-        value = getattr(sampler, attr, None)
-        if isinstance(value, (bool, int, float, str)):
-            rec[attr] = value
-    if "shuffle" not in rec:
-        rec["shuffle"] = type(sampler).__name__ in ("RandomSampler", "SubsetRandomSampler")
-    rec["set_epoch_calls"] = a.set_epoch_calls.get(id(sampler), [])[-8:]
-    a.record(rec)
-    return {"it": a.iterations, "part": 0, "total": rec["dataset_len"] or 0}
-
-
-def _write_indices(a: Agent, state: dict[str, Any], chunk: list[int], end: bool) -> None:
-    kept, modulus = _subset(chunk, int(state["total"]))
-    rec: dict[str, Any] = {"k": "idx", "it": state["it"], "part": state["part"], "idx": kept}
-    if modulus > 1:
-        rec["mod"] = modulus
-    if end:
-        rec["end"] = True
-    state["part"] += 1
-    a.record(rec)
-
-
-def _registration_hook(kind: str) -> Callable[..., None]:
-    def hook(module: Any, name: str, value: Any) -> None:
-        a = _agent
-        if a is None or not a.ddps or value is None or _busy():
-            return None
-        if module not in a.wrapped_modules:
-            return None
-        if kind == "module":
-            n = sum(1 for _ in value.parameters())
-            if n == 0:
-                return None
-        a.safe(
-            "register",
-            a.record,
-            {"k": "reg", "kind": kind, "name": name, "cls": type(value).__name__, "s": a.step},
-        )
-        if kind == "module":
-            for m in value.modules():
-                a.wrapped_modules.add(m)
-        return None
-
-    return hook
-
-
-def _patch_modules() -> None:
-    from torch.nn.modules import module as module_mod
-
-    module_mod.register_module_module_registration_hook(_registration_hook("module"))
-    module_mod.register_module_parameter_registration_hook(_registration_hook("param"))
-
-
-def _patch_excepthook() -> None:
-    previous = sys.excepthook
-
-    def excepthook(exc_type: Any, exc: Any, tb: Any) -> None:
-        a = _agent
-        if a is not None and a.active and a.writer.mine:
-            frames = traceback.extract_tb(tb)
-            user = [
-                f for f in frames if "site-packages" not in f.filename and f.filename != __file__
-            ] or frames
-            where = f"{user[-1].filename}:{user[-1].lineno}" if user else None
-            a.safe(
-                "end",
-                a.record,
-                {
-                    "k": "exception",
-                    "type": exc_type.__name__,
-                    "msg": str(exc)[:500],
-                    "where": where,
-                    "s": a.step,
-                    "wall": time.time(),
-                },
-            )
-            a.safe("end", a.write_pending_step)
-            a.safe("end", a.writer.flush)
-        previous(exc_type, exc, tb)
-
-    sys.excepthook = excepthook
-
-
-def install() -> None:
-    """Install every hook once. Safe to call again; does nothing without ``$DDPADVISOR_TRACE``."""
-    global torch, _agent
-    if _agent is not None or not os.environ.get(ENV_DIR):
-        return
-    import torch as _torch
-
-    torch = _torch
-    if getattr(torch, "_ddpadvisor_agent", False):
-        return
-    torch._ddpadvisor_agent = True
-    every = int(os.environ.get(ENV_EVERY) or DEFAULT_EVERY)
-    max_steps = int(os.environ.get(ENV_MAX_STEPS) or 0) or None
-    _agent = Agent(Path(os.environ[ENV_DIR]).resolve(), every, max_steps)
-    for patch in (
-        _patch_autograd,
-        _patch_distributed,
-        _patch_ddp,
-        _patch_optim,
-        _patch_clip,
-        _patch_amp,
-        _patch_data,
-        _patch_modules,
-        _patch_excepthook,
-    ):
-        try:
-            patch()
-        except Exception as exc:  # one missing entry point must not cost the others
-            sys.stderr.write(f"ddpadvisor agent: {patch.__name__} skipped: {exc!r}\n")
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        _agent.safe("activate", _agent.activate)
-
-
-def agent() -> Agent | None:
-    """The installed agent (for tests)."""
-    return _agent
