@@ -91,7 +91,7 @@ def uninstall() -> None:
     for patch in reversed(list(PATCHES.values())):
         patch.uninstall()
     rt.AGENT = None
-    sys.modules["torch"]._ddpadvisor_agent = False
+    sys.modules["torch"]._ddpadvisor_agent = False  # type: ignore[attr-defined]
 
 
 def agent() -> Any:

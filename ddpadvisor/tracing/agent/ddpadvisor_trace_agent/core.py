@@ -200,7 +200,7 @@ class Agent:
         self.buffer_check_step: int | None = None
         self.final_done = False
         self.seen_cfg: set[str] = set()
-        self.counters = {"fwd": 0, "bwd": 0, "buckets": 0, "phase": "start"}
+        self.counters: dict[str, Any] = {"fwd": 0, "bwd": 0, "buckets": 0, "phase": "start"}
         self.since_flush = 0
         self.started = time.time()
 
@@ -297,7 +297,7 @@ class Agent:
         if not reducer_ids:
             reducer_ids = {id(p) for _, p in named if p.requires_grad}
         ignored = set(getattr(ddp, "parameters_to_ignore", set()) or ())
-        info = {
+        info: dict[str, Any] = {
             "index": index,
             "reducer": reducer_ids,
             "names": {id(p): n for n, p in named},
@@ -458,7 +458,7 @@ class Agent:
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
         elif self.primary_before_wrap and self.ddps and self._over_ddp(opt):
             self.restart(opt)
-        return self.primary() is opt
+        return self.primary is not None and self.primary() is opt
 
     def _over_ddp(self, opt: Any) -> bool:
         known = self.over_ddp.get(id(opt))

@@ -111,7 +111,7 @@ def _epoch_start(a: Agent, batch_sampler: Any) -> dict[str, Any]:
     if source is None:
         source = getattr(sampler, "data_source", None)
     try:
-        rec["dataset_len"] = len(source) if source is not None else len(sampler)
+        rec["dataset_len"] = len(source if source is not None else sampler)  # type: ignore[arg-type]
     except TypeError:
         rec["dataset_len"] = None
     for attr in ("seed", "epoch", "shuffle", "num_replicas", "rank", "drop_last"):
