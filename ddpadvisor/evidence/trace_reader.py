@@ -284,6 +284,32 @@ def _read_meta(path: Path, warnings: list[str]) -> dict[str, Any] | None:
     return {**{k: v for k, v in meta.items() if k not in _META_KEYS}, **clean}
 
 
+SCRIPT_BYTES = 8 << 20  # a traced script larger than this is not scanned
+
+
+def traced_script(folder: Path) -> tuple[Path | None, str | None]:
+    """The training script a trace ran (its start record's argv[0], resolved against the
+    job's working directory), or None and why not. Only a regular ``.py`` file qualifies."""
+    ranks, _meta, _warnings = load_trace(Path(folder))
+    start = next((t.start for t in ranks if t.start.get("argv")), None)
+    if start is None:
+        return None, "the trace does not record the job's command line"
+    name = start["argv"][0]
+    if not name.endswith(".py"):
+        return None, f"the job's program {name!r} is not a Python script"
+    path = Path(name)
+    if not path.is_absolute():
+        cwd = start.get("cwd")
+        path = Path(cwd) / path if isinstance(cwd, str) and cwd else Path.cwd() / path
+    try:
+        st = path.stat()
+    except OSError:
+        return None, f"the traced script {path} is not here"
+    if not stat.S_ISREG(st.st_mode) or st.st_size > SCRIPT_BYTES:
+        return None, f"the traced script {path} is not a regular file under {SCRIPT_BYTES} bytes"
+    return path, None
+
+
 # ------------------------------------------------------------------------------- helpers
 def _same(a: Any, b: Any) -> bool:
     """Exact equality where NaN equals NaN (a skipped fp16 step has NaN gradients everywhere)."""
@@ -571,7 +597,8 @@ class _Context:
             return
         odd = _odd_ranks(per_rank)
         if not odd:
-            self.add("rank_conditional_state_change", False)
+            # Only load_state_dict is watched; weights changed in place on some ranks are not
+            # seen here (the replica checksums see their effect), so no "false" is measured.
             return
         loaders = [r for r, v in per_rank.items() if v]
         idle = [r for r, v in per_rank.items() if not v]
@@ -1028,7 +1055,8 @@ class _Context:
         )
         steps = max(t.steps)
         ratio = total / steps if steps else 0.0
-        epochs = len([e for e in t.epochs if e.get("sampler") == self._train_sampler(t)])
+        train = self._train_sampler(t)
+        epochs = len([e for e in t.epochs if e.get("sampler") == train and _covers(e)])
         if ratio < 0.9 and epochs and abs(total - epochs) <= 1 and steps / max(epochs, 1) > 1.5:
             return  # a per-epoch schedule: stepping once per epoch is how it is meant to run
         detail = f"{total} scheduler steps for {steps} optimizer steps"
@@ -1065,8 +1093,15 @@ class _Context:
         self._samplers()
 
     def _batches(self) -> None:
+        """Batches one rank fed that another rank fed too, at the same step or at any other
+        (a rank reading another rank's batches one step later is as wrong)."""
         if len(self.ranks) < 2:
             return
+        seen: dict[str, dict[int, int]] = {}  # batch digest -> rank -> first step
+        for t in self.ranks:
+            for s, rec in sorted(t.steps.items()):
+                for d in rec.get("dig") or []:
+                    seen.setdefault(json.dumps(d), {}).setdefault(t.rank, s)
         compared = 0
         dup = []
         for s in self.common_steps:
@@ -1075,24 +1110,28 @@ class _Context:
                 continue
             compared += 1
             pairs = []
-            ranks = sorted(digests)
-            for i, a in enumerate(ranks):
-                for b in ranks[i + 1 :]:
-                    if any(_same(x, y) for x in digests[a] or [] for y in digests[b] or []):
-                        pairs.append((a, b))
+            for b, ds in sorted(digests.items()):
+                for d in ds or []:
+                    others = {a: at for a, at in seen.get(json.dumps(d), {}).items() if a != b}
+                    if others:
+                        a = min(others)
+                        pairs.append((min(a, b), max(a, b), others[a]))
+                        break
             if pairs:
-                dup.append((s, pairs[0]))
+                a, b, at = pairs[0]
+                dup.append((s, (a, b), at))
         if not compared:
             return
         share = len(dup) / compared
         if share >= 0.1:
-            s, (a, b) = dup[0]
+            s, (a, b), at = dup[0]
+            offset = "" if at == s else f"; one rank fed it at step {at}, the other at step {s}"
             self.add(
                 "batches_duplicated_across_ranks",
                 True,
                 where=f"rank {b} step {s}",
                 detail=f"ranks {a} and {b} fed identical batches at {len(dup)} of {compared} steps "
-                f"(first: step {s})",
+                f"(first: step {s}{offset})",
             )
         else:
             self.add(
@@ -1213,7 +1252,7 @@ class _Context:
     def _epoch_order(self, per_rank: dict[int, list[Record]], distributed: bool) -> None:
         compared = 0
         for rank, eps in sorted(per_rank.items()):
-            full = [e for e in eps if e["complete"] and e["indices"]]
+            full = [e for e in eps if _covers(e) and e["indices"]]
             for prev, cur in itertools.pairwise(full):
                 compared += 1
                 if prev["indices"] == cur["indices"]:
@@ -1237,7 +1276,9 @@ class _Context:
             self._set_epoch(per_rank, repeats=False)
 
     def _set_epoch(self, per_rank: dict[int, list[Record]], repeats: bool) -> None:
-        eps = per_rank[min(per_rank)]
+        eps = [e for e in per_rank[min(per_rank)] if _covers(e)]
+        if not eps:
+            return
         calls = eps[-1].get("set_epoch_calls") or []
         values = [e.get("epoch") for e in eps]
         if len(eps) >= 2:
@@ -1407,6 +1448,28 @@ class _Context:
                 + ("every rank" if others else f"rank {self.r0.rank} only")
                 + " and never reduced across ranks before it is logged",
             )
+
+
+def _covers(ep: Record) -> bool:
+    """An iteration that went over its whole shard (an epoch), not a peek such as
+    ``next(iter(loader))``. Without a dataset length, a finished iteration counts."""
+    if not ep.get("complete"):
+        return False
+    total = _positive(ep.get("dataset_len"))
+    if total is None:
+        return True
+    replicas = _positive(ep.get("num_replicas"))
+    share = math.ceil(total / replicas) if replicas else total
+    batch = _positive(ep.get("bs")) or 1
+    mod = _positive(ep.get("mod")) or 1
+    seen = len(ep.get("indices") or []) * mod
+    if mod > 1:  # a hash-selected subset: its size is an estimate
+        return seen >= 0.9 * share
+    return seen > share - batch  # drop_last leaves out fewer than one batch
+
+
+def _positive(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) and x > 0 else None
 
 
 def _spike_indices(curve: list[float | None]) -> list[int]:

@@ -256,6 +256,7 @@ class Agent:
                 "every": self.every,
                 "max_steps": self.max_steps,
                 "argv": sys.argv[:16],
+                "cwd": os.getcwd(),
                 "checks": "agent",
             }
         )

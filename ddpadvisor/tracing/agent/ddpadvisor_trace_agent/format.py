@@ -66,6 +66,7 @@ KINDS: dict[str, dict[str, str]] = {
         "every": "int?",
         "max_steps": "int?",
         "argv": "list[str]",
+        "cwd": "str?",
     },
     "step": _STEP_FIELDS,
     "chk": {
