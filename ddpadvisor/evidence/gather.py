@@ -45,7 +45,7 @@ def gather(kb: KnowledgeBase, sources: Sources) -> Gathered:
         for path in sources.probe_results:
             out.extend(read_probe_results(kb, path))
     if sources.traces:
-        from ddpadvisor.evidence.trace_reader import read_trace
+        from ddpadvisor.evidence.trace import read_trace
 
         traced = [read_trace(kb, path) for path in sources.traces]
         named = {p.resolve() for p in sources.scripts}
@@ -61,7 +61,7 @@ def _scan_traced_script(kb: KnowledgeBase, trace: Path, named: set[Path], out: G
     unless ``--script`` named it already; says so, or why not, in a warning."""
     from ddpadvisor.errors import InputError
     from ddpadvisor.evidence.script_scan import scan_script
-    from ddpadvisor.evidence.trace_reader import traced_script
+    from ddpadvisor.evidence.trace import traced_script
 
     script, why = traced_script(trace)
     if script is None:

@@ -171,7 +171,7 @@ def main(argv: list[str]) -> int:
 
 def _no_optimizer_step(out: Path) -> str | None:
     """Why the trace is unusable when no rank recorded an optimizer step, else None."""
-    from ddpadvisor.evidence.trace_reader import load_trace
+    from ddpadvisor.evidence.trace import load_trace
 
     try:
         ranks, _meta, _warnings = load_trace(out)
@@ -196,7 +196,7 @@ def _no_optimizer_step(out: Path) -> str | None:
 def _verify(engine, out: Path, cause: str) -> int:  # type: ignore[no-untyped-def]
     """1 when the trace still ranks ``cause`` first, 0 when it measured what decides it and
     does not; "cannot verify" (exit 2) when it measured none of the facts the cause acts on."""
-    from ddpadvisor.evidence.trace_reader import read_trace
+    from ddpadvisor.evidence.trace import read_trace
 
     got = read_trace(engine.kb, out)
     kb = engine.kb
