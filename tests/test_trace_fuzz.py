@@ -105,6 +105,7 @@ mutation = st.one_of(
     st.tuples(st.just("copy"), st.sampled_from(RANK_FILES), st.sampled_from(RANK_FILES)),
     st.tuples(st.just("rm"), st.sampled_from([*RANK_FILES, "meta.json"])),
     st.tuples(st.just("meta"), json_values),
+    st.tuples(st.just("failed"), st.sampled_from(["crashed", "killed", "hung"]), json_values),
 )
 
 
@@ -147,6 +148,9 @@ def _apply(files: dict[str, bytes], m: tuple[Any, ...]) -> None:
         files.pop(m[1], None)
     elif op == "meta":
         files["meta.json"] = json.dumps(m[1]).encode()
+    elif op == "failed":  # a launcher that saw the run fail, with a message of any shape
+        failure = {"kind": m[1], "ranks": [1], "message": m[2]}
+        files["meta.json"] = json.dumps({"status": "failed", "failure": failure}).encode()
 
 
 def _alarm(signum: int, frame: Any) -> None:
