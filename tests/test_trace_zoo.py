@@ -6,7 +6,8 @@ facts the trace must measure. Three layers of checks, from the trace's own job t
 1. every run finishes and measures the listed facts (the agent and reader are right);
 2. acceptance: the injected cause is ranked first for >= 90 % of faulty scripts and in the top
    3 for all; on controls no fault ranks above the catch-all;
-3. the fix loop: the repaired twin (tests/zoo/fixed/) no longer ranks that cause first.
+3. the fix loop: the repaired twin (written from the script's ``# fix:`` notes by
+   tests/zoo/twins.py) no longer ranks that cause first.
 
 A table of the rankings is printed (pytest -s). Failures of 2 and 3 list the facts each case
 produced, so KB calibration can be told from measurement.
@@ -15,6 +16,7 @@ produced, so KB calibration can be told from measurement.
 from __future__ import annotations
 
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,9 @@ from ddpadvisor.evidence.trace_reader import read_trace
 from ddpadvisor.tracing.launch import run_traced
 
 ZOO = Path(__file__).resolve().parent / "zoo"
+sys.path.insert(0, str(ZOO))
+import twins  # noqa: E402  (tests/zoo/twins.py)
+
 MANIFEST = yaml.safe_load((ZOO / "manifest.yaml").read_text())["cases"]
 FAULTY = sorted(n for n, c in MANIFEST.items() if c["cause"])
 CONTROLS = sorted(n for n, c in MANIFEST.items() if not c["cause"])
@@ -40,7 +45,8 @@ def zoo(tmp_path_factory, engine) -> dict[str, dict[str, Any]]:  # type: ignore[
     root = tmp_path_factory.mktemp("zoo")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
     jobs = [(name, ZOO / name, root / name) for name in MANIFEST]
-    jobs += [(f"fixed/{n}", ZOO / "fixed" / n, root / f"fixed-{n}") for n in FAULTY]
+    fixed = root / "fixed-scripts"
+    jobs += [(f"fixed/{n}", twins.write_fixed(n, fixed), root / f"fixed-{n}") for n in FAULTY]
 
     def trace(job: tuple[str, Path, Path]) -> tuple[str, dict[str, Any]]:
         name, script, out = job

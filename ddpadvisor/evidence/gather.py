@@ -51,8 +51,38 @@ def gather(kb: KnowledgeBase, sources: Sources) -> Gathered:
         for path in sources.probe_results:
             out.extend(read_probe_results(kb, path))
     if sources.traces:
-        from ddpadvisor.evidence.trace_reader import read_trace
+        from ddpadvisor.evidence.trace import read_trace
 
-        for path in sources.traces:
-            out.extend(read_trace(kb, path))
+        traced = [read_trace(kb, path) for path in sources.traces]
+        named = {p.resolve() for p in sources.scripts}
+        for path in sources.traces:  # the traced script too, below the trace in precedence
+            _scan_traced_script(kb, path, named, out)
+        for got in traced:
+            out.extend(got)
     return out
+
+
+def _scan_traced_script(kb: KnowledgeBase, trace: Path, named: set[Path], out: Gathered) -> None:
+    """``--trace DIR`` also scans the script the trace ran (its command line is in the trace),
+    unless ``--script`` named it already; says so, or why not, in a warning."""
+    from ddpadvisor.errors import InputError
+    from ddpadvisor.evidence.script_scan import scan_script
+    from ddpadvisor.evidence.trace import traced_script
+
+    script, why = traced_script(trace)
+    if script is None:
+        out.warnings.append(f"trace {trace}: the traced script was not scanned: {why}")
+        return
+    if script.resolve() in named:
+        return
+    named.add(script.resolve())
+    try:
+        got = scan_script(kb, script)
+    except InputError as exc:
+        out.warnings.append(f"trace {trace}: the traced script was not scanned: {exc.one_line()}")
+        return
+    out.extend(got)
+    out.warnings.append(
+        f"trace {trace}: also scanned the traced script {script} (from the trace's command "
+        "line); the trace's measurements take precedence"
+    )

@@ -172,23 +172,69 @@ def main(argv: list[str]) -> int:
             f" — diagnose with: ddpadvisor --json --trace {shlex.quote(str(args.out))}",
             file=sys.stderr,
         )
-    code = 0
-    if engine is not None:
-        code = _verify(engine, args.out, args.verify)
     if result.failure is not None:
+        if args.verify:
+            print(f"verify: cannot verify {args.verify}: the run failed", file=sys.stderr)
         failed = RunFailed(f"{result.failure.message} (trace kept in {args.out})")
         if result.failure.kind == "interrupted" and result.signum is not None:
             failed.exit_code = 128 + result.signum
         raise failed
-    return code
+    no_steps = _no_optimizer_step(args.out)
+    if no_steps is not None:
+        if args.verify:
+            print(f"verify: cannot verify {args.verify}: {no_steps}", file=sys.stderr)
+        raise RunFailed(no_steps)
+    if engine is not None:
+        return _verify(engine, args.out, args.verify)
+    return 0
+
+
+def _no_optimizer_step(out: Path) -> str | None:
+    """Why the trace is unusable when no rank recorded an optimizer step, else None."""
+    from ddpadvisor.evidence.trace import load_trace
+
+    try:
+        ranks, _meta, _warnings = load_trace(out)
+    except InputError:
+        ranks = []
+    if any(t.steps for t in ranks):
+        return None
+    if not any(t.records for t in ranks):
+        why = (
+            "no rank wrote a trace: the job never joined a process group with the agent "
+            "loaded (does it call torch.distributed.init_process_group?"
+            " See ddpadvisor/tracing/README.md for launchers that reset PYTHONPATH)"
+        )
+    else:
+        why = (
+            "no rank recorded an optimizer step: the job ended before training, or its "
+            "optimizer does not step through torch.optim (try a longer run, or --max-steps)"
+        )
+    return f"trace unusable: {why} (trace kept in {out})"
 
 
 def _verify(engine, out: Path, cause: str) -> int:  # type: ignore[no-untyped-def]
-    from ddpadvisor.evidence.trace_reader import read_trace
+    """1 when the trace still ranks ``cause`` first, 0 when it measured what decides it and
+    does not; "cannot verify" (exit 2) when it measured none of the facts the cause acts on."""
+    from ddpadvisor.evidence.trace import read_trace
 
     got = read_trace(engine.kb, out)
+    kb = engine.kb
+    cause_id = kb.resolve_cause(cause) or cause
+    spec = kb.causes[cause_id]
+    bearing = {link.fact for link in spec.evidence}
+    for via in spec.via:
+        mechanism = kb.mechanisms.get(via.mechanism)
+        if mechanism is not None:
+            bearing |= {link.fact for link in mechanism.evidence}
+    measured = sorted(bearing & {o.fact for o in got.observations})
+    if not measured:
+        raise InputError(
+            f"cannot verify {cause_id}: the trace measured none of the facts it acts on "
+            f"({', '.join(sorted(bearing)) or 'none'}); run longer or trace the code path "
+            "the fix changed"
+        )
     diagnosis = engine.diagnose(got.observations, warnings=got.warnings)
-    cause_id = engine.kb.resolve_cause(cause) or cause
     ids = [c.id for c in diagnosis.causes]
     rank = ids.index(cause_id) + 1 if cause_id in ids else None
     top = diagnosis.causes[0]
@@ -199,7 +245,8 @@ def _verify(engine, out: Path, cause: str) -> int:  # type: ignore[no-untyped-de
         )
         return 1
     print(
-        f"verify: ok: {cause_id} is ranked {rank or 'nowhere'}; first is {top.id} ({top.score:.0%})",
+        f"verify: ok: {cause_id} is ranked {rank or 'nowhere'}; first is {top.id} ({top.score:.0%});"
+        f" measured: {', '.join(measured)}",
         file=sys.stderr,
     )
     return 0

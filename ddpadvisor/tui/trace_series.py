@@ -29,6 +29,7 @@ STEP_KEYS = ("step", "s")
 STEP_KINDS = (None, "step")
 _NESTED = ("values", "metrics", "data")
 _RANK_IN_PATH = re.compile(r"rank[_-]?(\d+)")
+MAX_BYTES = 256 << 20  # of each file, for a plot
 
 
 @dataclass
@@ -90,10 +91,14 @@ def read_series(folder: Path) -> TraceSeries:
         return out
     for path in sorted(folder.rglob("*.jsonl")):
         path_rank = _rank_from_path(path.relative_to(folder))
+        if not path.is_file():  # a FIFO or device would block or never end: never opened
+            continue
         try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            with path.open("rb") as fh:
+                raw = fh.read(MAX_BYTES)
         except OSError:
             continue
+        lines = raw.decode("utf-8", errors="replace").splitlines()
         for line in lines:
             if not line.strip():
                 continue

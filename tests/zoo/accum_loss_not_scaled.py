@@ -61,9 +61,9 @@ def train(args):
         sampler.set_epoch(epoch)
         for step, batch in enumerate(loader):
             outputs = model(**batch)
-            loss = outputs["loss"]
+            loss = outputs["loss"]  # fix: loss = outputs["loss"] / args.gradient_accumulation_steps
             loss.backward()
-            tr_loss += loss.detach()
+            tr_loss += loss.detach()  # fix: tr_loss += loss.detach() * args.gradient_accumulation_steps
             if (step + 1) % args.gradient_accumulation_steps == 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 optimizer.step()

@@ -56,7 +56,7 @@ def main():
     ds = AugmentedImages()
     sampler = DistributedSampler(ds, seed=SEED)
     loader = DataLoader(ds, batch_size=16, sampler=sampler)
-    model = DDP(ConvNet())
+    model = DDP(ConvNet())  # fix: = || torch.manual_seed(SEED + dist.get_rank())
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
     for epoch in range(2):
         sampler.set_epoch(epoch)

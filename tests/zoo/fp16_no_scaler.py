@@ -26,7 +26,7 @@ def main():
     loader = DataLoader(ds, batch_size=16, sampler=sampler)
     model = DDP(nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 2)))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    criterion = nn.CrossEntropyLoss()
+    criterion = nn.CrossEntropyLoss()  # fix: = || scaler = torch.amp.GradScaler(DEVICE)
     for epoch in range(2):
         sampler.set_epoch(epoch)
         for xb, yb in loader:
@@ -34,8 +34,8 @@ def main():
             with torch.autocast(device_type=DEVICE, dtype=AMP_DTYPE):
                 logits = model(xb)
                 loss = criterion(logits.float(), yb)
-            loss.backward()
-            optimizer.step()
+            loss.backward()  # fix: scaler.scale(loss).backward()
+            optimizer.step()  # fix: scaler.step(optimizer) || scaler.update()
         val = loss.detach()
         dist.all_reduce(val)
         if rank == 0:

@@ -63,9 +63,9 @@ def main():
     for p in encoder.parameters():
         p.requires_grad = False
     encoder.classifier.weight.requires_grad = True
-    encoder.classifier.bias.requires_grad = True
+    encoder.classifier.bias.requires_grad = True  # fix: = || add_adapters(encoder)
     model = DDP(encoder)
-    add_adapters(model.module)
+    add_adapters(model.module)  # fix: -
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=5e-3)

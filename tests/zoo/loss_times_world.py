@@ -35,10 +35,10 @@ for epoch in range(args.epochs):
     sampler.set_epoch(epoch)
     for xb, yb in loader:
         optimizer.zero_grad()
-        loss = criterion(model(xb), yb) * world_size
+        loss = criterion(model(xb), yb) * world_size  # fix: loss = criterion(model(xb), yb)
         loss.backward()
         optimizer.step()
-    logged = loss.detach() / world_size
+    logged = loss.detach() / world_size  # fix: logged = loss.detach()
     dist.all_reduce(logged)
     if rank == 0:
         print(f"epoch {epoch}: {logged.item() / world_size:.4f}")

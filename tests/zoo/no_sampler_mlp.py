@@ -8,7 +8,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset  # fix: = || from torch.utils.data.distributed import DistributedSampler
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=2)
@@ -26,13 +26,13 @@ features = torch.randn(384, 20, generator=g)
 w_true = torch.randn(20, 1, generator=g)
 targets = features @ w_true + 0.1 * torch.randn(384, 1, generator=g)
 dataset = TensorDataset(features, targets)
-loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True)
+loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True)  # fix: sampler = DistributedSampler(dataset, shuffle=True) || loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
 
 model = nn.Sequential(nn.Linear(20, 64), nn.GELU(), nn.Linear(64, 1))
 model = DDP(model)
 optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
-for epoch in range(args.epochs):
+for epoch in range(args.epochs):  # fix: = || >sampler.set_epoch(epoch)
     total = torch.zeros(2)
     for x, y in loader:
         optimizer.zero_grad()

@@ -43,9 +43,9 @@ def main():
             if len(chunk) < ACCUM_STEPS:
                 break
             with model.no_sync():
-                for x, y in chunk:
+                for x, y in chunk:  # fix: for x, y in chunk[:-1]:
                     loss = loss_fn(model(x), y) / ACCUM_STEPS
-                    loss.backward()
+                    loss.backward()  # fix: = || <<x, y = chunk[-1] || <<loss = loss_fn(model(x), y) / ACCUM_STEPS || <<loss.backward()
             opt.step()
             opt.zero_grad()
             step += 1

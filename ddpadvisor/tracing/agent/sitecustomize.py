@@ -9,13 +9,18 @@ two things and nothing else:
    a site's own start-up code keeps working;
 2. when ``DDPADVISOR_TRACE`` names an output folder, waits for ``torch`` to be imported and then
    installs the hooks of ``ddpadvisor_trace_agent``. Processes that never import torch pay
-   nothing; torch is never imported earlier than the program itself imports it.
+   nothing; torch is never imported earlier than the program itself imports it, whatever
+   imports it (the script, a library, lazily, ``python -m``, a console script such as
+   ``torchrun`` or ``accelerate``) and however often it is looked up first without loading.
+   The agent records nothing until the process joins a process group, so helper processes
+   (launchers, DataLoader workers, compile workers) never write a trace.
 
 Only the standard library is used here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -39,22 +44,51 @@ def _chain_shadowed_sitecustomize() -> None:
 
 
 class _AfterTorchImport(importlib.abc.MetaPathFinder):
-    """Meta-path finder that runs the agent's ``install()`` right after ``torch`` is imported."""
+    """Meta-path finder that makes the loading of ``torch`` run the agent's ``install()`` after it.
+
+    It stays on ``sys.meta_path`` until torch is loaded: a lookup that loads nothing
+    (``importlib.util.find_spec("torch")``, which transformers and datasets call before they
+    import torch) must not use it up. Each lookup asks the finders behind this one, exactly as
+    the import system would, and hands back their spec with the loader's ``exec_module``
+    wrapped on that loader instance only.
+    """
+
+    def __init__(self) -> None:
+        self.looking = False
 
     def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
-        if fullname != "torch":
+        if fullname != "torch" or self.looking:
             return None
-        sys.meta_path.remove(self)  # one shot; also keeps the real lookup below from recursing
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None:
+        self.looking = True
+        try:
+            spec = None
+            for finder in [f for f in sys.meta_path if f is not self]:
+                find = getattr(finder, "find_spec", None)
+                if find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.looking = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        real_exec = spec.loader.exec_module
+        loader = spec.loader
+        real_exec = loader.exec_module
+        finder = self
 
         def exec_module(module):  # type: ignore[no-untyped-def]
+            with contextlib.suppress(AttributeError):
+                del loader.exec_module  # back to the class's own method
             real_exec(module)
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
             _install_agent()
 
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        try:
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+        except (AttributeError, TypeError):  # a loader that takes no attributes: no agent
+            return spec
         return spec
 
 

@@ -1,0 +1,87 @@
+"""Accumulation, loss scaling and zero_grad between micro-batches."""
+
+from __future__ import annotations
+
+import json
+
+from ddpadvisor.evidence.trace.common import _fmt, _mode
+from ddpadvisor.evidence.trace.context import Context
+
+
+class AccumulationReader(Context):
+    """Accumulation, loss scaling and zero_grad between micro-batches."""
+
+    def accumulation(self) -> None:
+        steps = [r for r in self.r0.steps.values() if r.get("loss")]
+        if not steps:
+            return
+        micro = []
+        for r in steps:
+            digests = r.get("dig") or []
+            distinct = len({json.dumps(d) for d in digests}) if digests else len(r["loss"])
+            micro.append(max(1, min(distinct, len(r["loss"]))))
+        body = micro[1:-1] if len(micro) > 4 else micro
+        accum = int(_mode(body))
+        self.accum = accum
+        self.add(
+            "grad_accum_steps",
+            accum,
+            detail=f"{accum} micro-batch(es) with a backward per optimizer step",
+        )
+        if accum == 1:
+            synced = [sum(1 for s in r.get("syn") or [] if s) for r in steps]
+            if synced and any(r.get("syn") for r in steps):
+                mean = sum(synced) / len(synced)
+                detail = None
+                if mean >= 1.5:
+                    detail = (
+                        f"{mean:.2g} gradient-synchronising backward passes per optimizer step on "
+                        "a single micro-batch: auxiliary backwards go through the DDP model"
+                    )
+                self.add("synced_backwards_per_optimizer_step", mean, detail=detail)
+                self.add("extra_backward_through_ddp", mean >= 1.5, detail=detail)
+        else:
+            windows = [r for r in steps if len(r["loss"]) >= 2]
+            zeroed = [r["s"] for r in windows if r.get("zb")]
+            if windows:
+                share = len(zeroed) / len(windows)
+                self.add(
+                    "zero_grad_every_micro_step",
+                    share >= 0.5,
+                    where=f"rank {self.r0.rank} step {zeroed[0]}" if zeroed else None,
+                    detail=(
+                        f"gradients were zeroed between micro-batches in {len(zeroed)} of "
+                        f"{len(windows)} accumulation windows: only the last micro-batch counts"
+                    )
+                    if zeroed
+                    else None,
+                )
+        factors = [f for r in steps for f in r.get("fac") or [] if isinstance(f, (int, float))]
+        tensor_div = any(any(r.get("tdiv") or []) for r in steps)
+        factor = _mode([round(f, 9) for f in factors]) if factors else None
+        if accum >= 2 and (factor is not None or tensor_div):
+            divided = tensor_div or (factor is not None and factor < 0.999)
+            if divided:
+                how = (
+                    f"by {_fmt(1 / factor)}"
+                    if factor is not None and not tensor_div
+                    else "by a token/sample count"
+                )
+                detail = f"the loss is divided {how} before backward"
+            else:
+                detail = (
+                    f"loss not divided by accumulation steps: grad norm scales with accumulation "
+                    f"(the backward'd loss carries factor {_fmt(factor)}, so {accum} micro-batches "
+                    f"add up to {accum}× the mean gradient)"
+                )
+            self.add("loss_divided_by_accum", divided, detail=detail)
+            self.add("grad_norm_scales_with_accum", not divided, detail=None if divided else detail)
+        if factor is not None and self.world > 1:
+            scaled = any(abs(factor * k - self.world) < 1e-6 for k in (1, accum)) and factor > 1
+            self.add(
+                "loss_multiplied_by_world_size",
+                scaled,
+                detail=f"the loss is multiplied by {_fmt(factor)} (= world size) before backward"
+                if scaled
+                else None,
+            )

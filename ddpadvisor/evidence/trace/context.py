@@ -1,0 +1,115 @@
+"""The reading context shared by the topic readers, and the fact collector."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from ddpadvisor.evidence.trace.common import _odd_ranks
+from ddpadvisor.evidence.trace.load import RankTrace, Record
+from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.kb.values import ValueProblem
+from ddpadvisor.observation import Observation, observe
+
+
+class _Facts:
+    """Collects observations for facts the KB knows, one per fact."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+        self.out: dict[str, Observation] = {}
+        self.warnings: list[str] = []
+
+    def add(
+        self, fact: str, value: Any, where: str | None = None, detail: str | None = None
+    ) -> None:
+        spec = self.kb.facts.get(fact)
+        if spec is None or value is None:
+            return
+        # The reader computes numbers; give them the fact's shape before the one typing check.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if spec.type == "bool":
+                value = bool(value)
+            elif spec.type == "int":
+                value = int(value)
+            elif spec.type == "float":
+                value = round(float(value), 4)
+        try:
+            obs = observe(self.kb, fact, value, "trace", where, detail)
+        except ValueProblem as exc:
+            self.warnings.append(f"trace: {exc}; not used")
+            return
+        if obs is not None:
+            self.out[fact] = obs
+
+
+class Context:
+    """What every topic reader sees: the ranks' traces, the world size and the facts."""
+
+    def __init__(self, ranks: list[RankTrace], world: int, facts: _Facts) -> None:
+        self.ranks = ranks
+        self.world = world
+        self.facts = facts
+        self.by_rank = {t.rank: t for t in ranks}
+        self.r0 = ranks[0]
+        self.common_steps = sorted(set.intersection(*(set(t.steps) for t in ranks)))
+        self.ddp = any(t.first("wrap") for t in ranks)
+        self.accum = 1
+
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        self.facts.add(*args, **kwargs)
+
+    def _cfg(self) -> list[Record]:
+        return [r for t in self.ranks for r in t.kind("cfg")]
+
+    @staticmethod
+    def _last_synced(rec: Record | None) -> bool:
+        syn = (rec or {}).get("syn") or []
+        return bool(syn) and bool(syn[-1])
+
+    def _compare_per_step(
+        self,
+        fact: str,
+        read: Callable[[Record], Any],
+        describe: Callable[[dict[int, Any], list[int], int], str],
+        usable: Callable[[int], bool] = lambda s: True,
+    ) -> None:
+        """``fact`` is false at the first common step where a rank's value stands out, true
+        when every compared step agrees; steps where a rank has no value are skipped."""
+        compared = 0
+        for s in self.common_steps:
+            if not usable(s):
+                continue
+            values = {t.rank: read(t.steps[s]) for t in self.ranks}
+            if any(v is None for v in values.values()):
+                continue
+            compared += 1
+            odd = _odd_ranks(values)
+            if odd:
+                self.add(
+                    fact, False, where=f"rank {odd[0]} step {s}", detail=describe(values, odd, s)
+                )
+                return
+        if compared:
+            self.add(fact, True, detail=f"equal at {compared} steps")
+
+    @staticmethod
+    def _train_sampler(t: RankTrace) -> int | None:
+        """The sampler whose epochs saw the optimizer steps (eval loaders see none)."""
+        score: Counter[int] = Counter()
+        epochs = sorted(t.epochs, key=lambda e: e.get("it", 0))
+        last_step = max(t.steps) if t.steps else 0
+        for i, ep in enumerate(epochs):
+            end = epochs[i + 1].get("s", last_step) if i + 1 < len(epochs) else last_step
+            score[int(ep.get("sampler", 0))] += max(0, int(end or 0) - int(ep.get("s") or 0))
+        for ep in epochs:
+            score[int(ep.get("sampler", 0))] += 0
+        if not score:
+            return None
+        best = max(score.values())
+        if best == 0:
+            return max(
+                score, key=lambda k: sum(len(e["indices"]) for e in epochs if e.get("sampler") == k)
+            )
+        return max(score, key=lambda k: score[k])

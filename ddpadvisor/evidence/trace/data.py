@@ -1,0 +1,222 @@
+"""Data: batches across ranks, token counts, samplers and epochs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+from ddpadvisor.evidence.trace.common import _covers, _fmt, _odd_ranks
+from ddpadvisor.evidence.trace.context import Context
+from ddpadvisor.evidence.trace.load import Record
+
+
+class DataReader(Context):
+    """Data: batches across ranks, token counts, samplers and epochs."""
+
+    def data(self) -> None:
+        self._batches()
+        self._tokens()
+        self._samplers()
+
+    def _batches(self) -> None:
+        """Batches one rank fed that another rank fed too, at the same step or at any other
+        (a rank reading another rank's batches one step later is as wrong)."""
+        if len(self.ranks) < 2:
+            return
+        seen: dict[str, dict[int, int]] = {}  # batch digest -> rank -> first step
+        for t in self.ranks:
+            for s, rec in sorted(t.steps.items()):
+                for d in rec.get("dig") or []:
+                    seen.setdefault(json.dumps(d), {}).setdefault(t.rank, s)
+        compared = 0
+        dup = []
+        for s in self.common_steps:
+            digests = {t.rank: t.steps[s].get("dig") for t in self.ranks}
+            if any(not d for d in digests.values()):
+                continue
+            compared += 1
+            pairs = []
+            for b, ds in sorted(digests.items()):
+                for d in ds or []:
+                    others = {a: at for a, at in seen.get(json.dumps(d), {}).items() if a != b}
+                    if others:
+                        a = min(others)
+                        pairs.append((min(a, b), max(a, b), others[a]))
+                        break
+            if pairs:
+                a, b, at = pairs[0]
+                dup.append((s, (a, b), at))
+        if not compared:
+            return
+        share = len(dup) / compared
+        if share >= 0.1:
+            s, (a, b), at = dup[0]
+            offset = "" if at == s else f"; one rank fed it at step {at}, the other at step {s}"
+            self.add(
+                "batches_duplicated_across_ranks",
+                True,
+                where=f"rank {b} step {s}",
+                detail=f"ranks {a} and {b} fed identical batches at {len(dup)} of {compared} steps "
+                f"(first: step {s}{offset})",
+            )
+        else:
+            self.add(
+                "batches_duplicated_across_ranks",
+                False,
+                detail=f"no shared batch in {compared} steps",
+            )
+
+    def _tokens(self) -> None:
+        """Largest over smallest per-rank target-token count, per step (labels != -100)."""
+        if len(self.ranks) < 2:
+            return
+        ratios = []
+        for s in self.common_steps:
+            counts = [sum(t.steps[s].get("tok") or []) for t in self.ranks]
+            if all(isinstance(c, (int, float)) for c in counts) and all(
+                t.steps[s].get("tok") for t in self.ranks
+            ):
+                ratios.append((max(counts) / max(min(counts), 1), s))
+        if len(ratios) < 3:
+            return
+        ordered = sorted(r for r, _ in ratios)
+        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        worst, at = max(ratios)
+        self.add(
+            "token_count_imbalance",
+            p90,
+            where=f"step {at}" if worst > 1 else None,
+            detail=f"per-rank target tokens differ up to {_fmt(worst)}x (step {at}); "
+            f"90th percentile {_fmt(p90)}x over {len(ratios)} steps",
+        )
+
+    def _samplers(self) -> None:
+        per_rank: dict[int, list[Record]] = {}
+        cls = None
+        for t in self.ranks:
+            sid = self._train_sampler(t)
+            if sid is None:
+                continue
+            eps = sorted(
+                (e for e in t.epochs if e.get("sampler") == sid), key=lambda e: e.get("it", 0)
+            )
+            if eps:
+                per_rank[t.rank] = eps
+                cls = eps[0].get("cls")
+        if not per_rank:
+            return
+        distributed = cls == "DistributedSampler" or any(
+            "num_replicas" in e for eps in per_rank.values() for e in eps
+        )
+        shuffles = any(e.get("shuffle") for eps in per_rank.values() for e in eps)
+        overlap = self._shard_overlap(per_rank)
+        if distributed:
+            self.add("uses_distributed_sampler", True, detail=f"{cls}")
+            seeds = {r: eps[0].get("seed") for r, eps in per_rank.items() if "seed" in eps[0]}
+            if len(seeds) >= 2:
+                odd = _odd_ranks(seeds)
+                self.add(
+                    "sampler_seed_rank_dependent",
+                    bool(odd),
+                    where=f"rank {odd[0]}" if odd else None,
+                    detail="DistributedSampler seed per rank: "
+                    + ", ".join(f"rank {r}: {v}" for r, v in sorted(seeds.items()))
+                    if odd
+                    else None,
+                )
+        elif overlap is not None:
+            disjoint = overlap[0] == 0
+            self.add(
+                "uses_distributed_sampler",
+                disjoint,
+                detail=None
+                if disjoint
+                else f"{cls} on every rank: nothing splits the data by rank",
+            )
+        if overlap is not None:
+            count, share, a, b, epoch_no = overlap
+            padding = self.world  # DistributedSampler repeats fewer than W samples to pad
+            shared = count > padding or (count > 0 and share > 0.05 and not distributed)
+            detail = None
+            if shared:
+                detail = (
+                    f"ranks {a} and {b} read {share:.0%} the same samples in epoch {epoch_no}"
+                    if share > 0.99
+                    else f"ranks {a} and {b} shards share {count} indices ({share:.0%}) in epoch "
+                    f"{epoch_no}"
+                )
+            self.add(
+                "sampler_shards_overlap",
+                shared,
+                where=f"rank {b} epoch {epoch_no}" if shared else None,
+                detail=detail,
+            )
+        if shuffles:
+            self._epoch_order(per_rank, distributed)
+
+    def _shard_overlap(
+        self, per_rank: dict[int, list[Record]]
+    ) -> tuple[int, float, int, int, int] | None:
+        """Worst pairwise index overlap between ranks in the same epoch ordinal."""
+        if len(per_rank) < 2:
+            return None
+        worst = None
+        n_epochs = min(len(eps) for eps in per_rank.values())
+        ranks = sorted(per_rank)
+        for e in range(n_epochs):
+            sets = {r: set(per_rank[r][e]["indices"]) for r in ranks}
+            for i, a in enumerate(ranks):
+                for b in ranks[i + 1 :]:
+                    if not sets[a] or not sets[b]:
+                        continue
+                    count = len(sets[a] & sets[b])
+                    share = count / min(len(sets[a]), len(sets[b]))
+                    if worst is None or share > worst[1]:
+                        worst = (count, share, a, b, e + 1)
+        return worst
+
+    def _epoch_order(self, per_rank: dict[int, list[Record]], distributed: bool) -> None:
+        compared = 0
+        for rank, eps in sorted(per_rank.items()):
+            full = [e for e in eps if _covers(e) and e["indices"]]
+            for prev, cur in itertools.pairwise(full):
+                compared += 1
+                if prev["indices"] == cur["indices"]:
+                    n = eps.index(cur) + 1
+                    self.add(
+                        "sampler_order_repeats_across_epochs",
+                        True,
+                        where=f"rank {rank} epoch {n}",
+                        detail=f"epoch {n} order equals epoch {n - 1} (rank {rank})",
+                    )
+                    if distributed:
+                        self._set_epoch(per_rank, repeats=True)
+                    return
+        if compared:
+            self.add(
+                "sampler_order_repeats_across_epochs",
+                False,
+                detail=f"{compared} epoch pairs differ",
+            )
+        if distributed:
+            self._set_epoch(per_rank, repeats=False)
+
+    def _set_epoch(self, per_rank: dict[int, list[Record]], repeats: bool) -> None:
+        eps = [e for e in per_rank[min(per_rank)] if _covers(e)]
+        if not eps:
+            return
+        calls = eps[-1].get("set_epoch_calls") or []
+        values = [e.get("epoch") for e in eps]
+        if len(eps) >= 2:
+            changing = len(set(values)) > 1
+            if changing:
+                self.add("calls_set_epoch", True)
+            else:
+                detail = (
+                    f"set_epoch was called with the same value {values[0]} every epoch"
+                    if calls
+                    else "DistributedSampler.set_epoch was never called"
+                )
+                self.add("calls_set_epoch", False, detail=f"{detail}: every epoch reuses one order")
+        elif calls:
+            self.add("calls_set_epoch", True)

@@ -1,0 +1,293 @@
+"""Reading a trace folder: bounded, validated against the agent's format, one run per rank."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddpadvisor.errors import InputError
+from ddpadvisor.tracing.agent.ddpadvisor_trace_agent import format as fmt
+
+Record = dict[str, Any]
+
+
+@dataclass
+class RankTrace:
+    rank: int
+    path: Path
+    records: list[Record] = field(default_factory=list)
+    start: Record = field(default_factory=dict)
+    steps: dict[int, Record] = field(default_factory=dict)
+    checks: dict[int, Record] = field(default_factory=dict)
+    final: Record | None = None
+    bufchecks: dict[int, Record] = field(default_factory=dict)
+    epochs: list[Record] = field(default_factory=list)
+
+    def kind(self, k: str) -> list[Record]:
+        return [r for r in self.records if r.get("k") == k]
+
+    def first(self, k: str) -> Record | None:
+        for r in self.records:
+            if r.get("k") == k:
+                return r
+        return None
+
+
+WARNINGS_PER_FILE = 12  # record problems named one by one; the rest are counted
+
+
+def _read_bounded(path: Path, limit: int) -> tuple[bytes, bool]:
+    """The file's first ``limit`` bytes and whether it is longer. Only regular files are
+    opened (a FIFO or a device would block or never end), and without blocking."""
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError("not a regular file (a FIFO, device or folder); not read", path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise InputError("not a regular file; not read", path)
+        data = fh.read(limit + 1)
+    return data[:limit], len(data) > limit
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _read_rank_file(path: Path, rank: int, raw: bytes, warnings: list[str]) -> RankTrace | None:
+    """One rank's last run, or None when the file cannot be this rank's trace."""
+    trace = RankTrace(rank, path)
+    lines = raw.split(b"\n")
+    ends_clean = raw.endswith(b"\n")
+    runs = 0
+    start_line = 1
+    problems: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if len(line) > fmt.MAX_LINE_BYTES:
+            problems.append(f"{path}:{number}: record longer than {fmt.MAX_LINE_BYTES} bytes")
+            continue
+        try:
+            rec = json.loads(line, object_pairs_hook=_no_duplicate_keys)
+        except (ValueError, RecursionError) as exc:
+            last = number == len(lines) or (number == len(lines) - 1 and ends_clean)
+            if last and not ends_clean:
+                warnings.append(
+                    f"{path}:{number}: truncated last record ignored (rank {rank} stopped "
+                    "mid-write)"
+                )
+            else:
+                why = str(exc)[:80] if "duplicate key" in str(exc) else "not valid JSON"
+                problems.append(f"{path}:{number}: unreadable record ({why})")
+            continue
+        bad = fmt.problem(rec)
+        if bad is not None:
+            problems.append(f"{path}:{number}: {bad}")
+            continue
+        if rec["k"] == "start":
+            version = rec.get("v", 1)
+            if version not in fmt.READABLE_VERSIONS:
+                warnings.append(
+                    f"{path}:{number}: trace format version {version} is not one this reader "
+                    f"knows ({', '.join(map(str, fmt.READABLE_VERSIONS))}); file not used"
+                )
+                return None
+            if rec["rank"] != rank:
+                warnings.append(
+                    f"{path}:{number}: the file says it is rank {rec['rank']}'s trace, its name "
+                    f"says rank {rank}; file not used"
+                )
+                return None
+            runs += 1
+            start_line = number
+            trace.records = []
+        trace.records.append(rec)
+    for text in problems[:WARNINGS_PER_FILE]:
+        warnings.append(f"{text}; record skipped")
+    if len(problems) > WARNINGS_PER_FILE:
+        warnings.append(f"{path}: {len(problems) - WARNINGS_PER_FILE} more bad records skipped")
+    if runs > 1:
+        warnings.append(f"{path} holds {runs} runs; reading the last one (from line {start_line})")
+    if trace.records and runs == 0:
+        warnings.append(f"{path}: no start record (the beginning of the file is missing)")
+    _index(trace, warnings)
+    return trace
+
+
+def _index(trace: RankTrace, warnings: list[str]) -> None:
+    trace.start = trace.first("start") or {}
+    indices: dict[int, list[int]] = {}
+    complete: dict[int, bool] = {}
+    mods: dict[int, int] = {}
+    duplicates: list[int] = []
+    for rec in trace.records:
+        if rec.get("k") == "step" and rec.get("s") in trace.steps:
+            duplicates.append(rec["s"])
+            continue
+        k = rec.get("k")
+        s = rec.get("s")
+        if k == "restart":  # steps before the model was wrapped are another phase: drop them
+            trace.steps.clear()
+            trace.checks.clear()
+            trace.bufchecks.clear()
+        elif k == "step" and isinstance(s, int):
+            trace.steps[s] = rec
+        elif k == "chk" and isinstance(s, int):
+            if rec.get("final"):
+                trace.final = rec
+            else:
+                trace.checks[s] = rec
+        elif k == "bufchk" and isinstance(s, int):
+            trace.bufchecks[s] = rec
+        elif k == "epoch":
+            trace.epochs.append(dict(rec))
+        elif k == "idx":
+            it = int(rec.get("it", 0))
+            indices.setdefault(it, []).extend(int(i) for i in rec.get("idx", []))
+            if rec.get("end"):
+                complete[it] = True
+            if rec.get("mod"):
+                mods[it] = int(rec["mod"])
+    if duplicates:
+        warnings.append(
+            f"{trace.path}: step {duplicates[0]} recorded more than once"
+            + (f" ({len(duplicates)} duplicates)" if len(duplicates) > 1 else "")
+            + "; the first record of each step is used"
+        )
+    for ep in trace.epochs:
+        it = int(ep.get("it", 0))
+        ep["indices"] = indices.get(it, [])
+        ep["complete"] = complete.get(it, False)
+        ep["mod"] = mods.get(it, 1)
+
+
+RANK_FILE = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.jsonl$")
+
+
+META_BYTES = 1 << 20
+
+
+_META_KEYS: dict[str, type] = {"status": str, "failure": dict, "warnings": list, "command": list}
+
+
+def load_trace(folder: Path) -> tuple[list[RankTrace], dict[str, Any] | None, list[str]]:
+    """Rank traces (sorted by rank), the launcher's meta.json if any, and reading warnings.
+
+    A file that cannot be used is named in a warning and left out; an InputError (exit 2)
+    when nothing usable is left."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise InputError("no such trace folder", folder)
+    if not folder.is_dir():
+        raise InputError("not a folder: give the output folder of 'ddpadvisor trace'", folder)
+    warnings: list[str] = []
+    ranks: list[RankTrace] = []
+    rejected = 0
+    seen: dict[bytes, Path] = {}
+    paths = [p for p in folder.glob("rank*.jsonl") if RANK_FILE.match(p.name)]
+    for path in sorted(paths, key=lambda p: int(p.name[4:-6])):
+        rank = int(path.name[4:-6])
+        try:
+            raw, longer = _read_bounded(path, fmt.MAX_FILE_BYTES)
+        except InputError as exc:
+            warnings.append(f"{exc.one_line()}")
+            rejected += 1
+            continue
+        except OSError as exc:
+            warnings.append(f"{path}: cannot read trace file: {exc.strerror}")
+            rejected += 1
+            continue
+        if longer:
+            warnings.append(f"{path}: longer than {fmt.MAX_FILE_BYTES} bytes; the rest is not read")
+        digest = hashlib.blake2b(raw, digest_size=16).digest()
+        if raw and digest in seen:
+            warnings.append(
+                f"{path}: a byte-for-byte copy of {seen[digest].name}, not a trace of its own; "
+                "file not used"
+            )
+            rejected += 1
+            continue
+        seen[digest] = path
+        trace = _read_rank_file(path, rank, raw, warnings)
+        if trace is None:
+            rejected += 1
+            continue
+        ranks.append(trace)
+    meta = _read_meta(folder / "meta.json", warnings)
+    if not ranks and meta is None:
+        if rejected:
+            raise InputError(f"no usable trace: {warnings[0] if warnings else 'no rank file'}")
+        raise InputError("not a ddpadvisor trace folder: no rank*.jsonl files", folder)
+    ranks.sort(key=lambda t: t.rank)
+    return ranks, meta, warnings
+
+
+def _read_meta(path: Path, warnings: list[str]) -> dict[str, Any] | None:
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        raw, longer = _read_bounded(path, META_BYTES)
+        if longer:
+            raise ValueError(f"longer than {META_BYTES} bytes")
+        meta = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except InputError as exc:
+        warnings.append(f"{exc.one_line()}; ignored")
+        return None
+    except OSError as exc:
+        warnings.append(f"{path}: cannot read: {exc.strerror}; ignored")
+        return None
+    except (ValueError, RecursionError) as exc:
+        warnings.append(f"{path}:{getattr(exc, 'lineno', 1)}: unreadable; ignored")
+        return None
+    if not isinstance(meta, dict):
+        warnings.append(f"{path}:1: not a JSON object; ignored")
+        return None
+    clean: dict[str, Any] = {}
+    for key, kind in _META_KEYS.items():
+        if key in meta and isinstance(meta[key], kind):
+            clean[key] = meta[key]
+        elif key in meta and meta[key] is not None:
+            warnings.append(f"{path}:1: '{key}' has the wrong type; ignored")
+    if "warnings" in clean:
+        clean["warnings"] = [w for w in clean["warnings"] if isinstance(w, str)][:50]
+    if "failure" in clean and not isinstance(clean["failure"].get("message", ""), str):
+        clean["failure"] = {}
+    return {**{k: v for k, v in meta.items() if k not in _META_KEYS}, **clean}
+
+
+SCRIPT_BYTES = 8 << 20  # a traced script larger than this is not scanned
+
+
+def traced_script(folder: Path) -> tuple[Path | None, str | None]:
+    """The training script a trace ran (its start record's argv[0], resolved against the
+    job's working directory), or None and why not. Only a regular ``.py`` file qualifies."""
+    ranks, _meta, _warnings = load_trace(Path(folder))
+    start = next((t.start for t in ranks if t.start.get("argv")), None)
+    if start is None:
+        return None, "the trace does not record the job's command line"
+    name = start["argv"][0]
+    if not name.endswith(".py"):
+        return None, f"the job's program {name!r} is not a Python script"
+    path = Path(name)
+    if not path.is_absolute():
+        cwd = start.get("cwd")
+        path = Path(cwd) / path if isinstance(cwd, str) and cwd else Path.cwd() / path
+    try:
+        st = path.stat()
+    except OSError:
+        return None, f"the traced script {path} is not here"
+    if not stat.S_ISREG(st.st_mode) or st.st_size > SCRIPT_BYTES:
+        return None, f"the traced script {path} is not a regular file under {SCRIPT_BYTES} bytes"
+    return path, None

@@ -1,0 +1,138 @@
+"""The loss curve and what the user looks at (logging)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from ddpadvisor.evidence.trace.common import _fmt, _step_loss
+from ddpadvisor.evidence.trace.context import Context
+
+
+class LossesReader(Context):
+    """The loss curve and what the user looks at (logging)."""
+
+    def losses(self) -> None:
+        steps = self.common_steps
+        per_rank = {t.rank: [_step_loss(t.steps[s]) for s in steps] for t in self.ranks}
+        curve = []
+        for i in range(len(steps)):
+            present = [v for r in per_rank if (v := per_rank[r][i]) is not None]
+            curve.append(sum(present) / len(present) if present else None)
+        stats = []
+        for r, values in sorted(per_rank.items()):
+            finite = [v for v in values if v is not None and math.isfinite(v)]
+            if len(finite) >= 2:
+                stats.append(
+                    f"rank {r}: mean {_fmt(statistics.fmean(finite))}, sd {_fmt(statistics.stdev(finite))}"
+                )
+        if len(self.ranks) >= 2 and len(steps) >= 3:
+            equal = 0
+            compared = 0
+            for i in range(len(steps)):
+                row = [per_rank[r][i] for r in per_rank]
+                vals = [v for v in row if v is not None]
+                if len(vals) < len(row):
+                    continue
+                compared += 1
+                if all(abs(v - vals[0]) <= 1e-6 * max(1.0, abs(vals[0])) for v in vals):
+                    equal += 1
+            if compared >= 3:
+                identical = equal >= 0.9 * compared
+                self.add(
+                    "rank_losses_identical",
+                    identical,
+                    detail=(f"identical at {equal} of {compared} steps; " if identical else "")
+                    + "per-rank loss: "
+                    + "; ".join(stats),
+                )
+        pattern, where, detail = _loss_pattern(steps, curve)
+        if pattern:
+            self.add("loss_pattern", pattern, where=where, detail=detail)
+        if pattern == "spikes" and len(self.ranks) >= 2:
+            single = self._single_rank_spike(steps, per_rank, _spike_indices(curve))
+            self.add(
+                "loss_spike_single_rank",
+                single is not None,
+                where=f"rank {single[0]} step {single[1]}" if single else None,
+                detail=f"at the spike of step {single[1]} rank {single[0]}'s loss stands far above "
+                "the others"
+                if single
+                else None,
+            )
+
+    @staticmethod
+    def _single_rank_spike(
+        steps: list[int], per_rank: dict[int, list[float | None]], spikes: list[int]
+    ) -> tuple[int, int] | None:
+        for i in spikes:
+            vals = {r: x for r, v in per_rank.items() if (x := v[i]) is not None}
+            for r, v in vals.items():
+                others = [x for q, x in vals.items() if q != r]
+                if others and v > 3 * max(statistics.median(others), 1e-12):
+                    return r, steps[i]
+        return None
+
+    def logging(self) -> None:
+        if not self.common_steps:
+            return
+        reads = {
+            t.rank: sum(int(r.get("lread") or 0) for r in t.steps.values()) for t in self.ranks
+        }
+        reductions = sum(int(r.get("red") or 0) for t in self.ranks for r in t.steps.values())
+        if reductions:
+            self.add(
+                "logs_rank0_only",
+                False,
+                detail=f"{reductions} small all-reduce/gather calls reduce metrics across ranks",
+            )
+        elif reads.get(self.r0.rank):
+            others = [r for r, n in reads.items() if r != self.r0.rank and n]
+            self.add(
+                "logs_rank0_only",
+                True,
+                detail="the loss is read on "
+                + ("every rank" if others else f"rank {self.r0.rank} only")
+                + " and never reduced across ranks before it is logged",
+            )
+
+
+def _spike_indices(curve: list[float | None]) -> list[int]:
+    out = []
+    for i, v in enumerate(curve):
+        if v is None or i < 3 or not math.isfinite(v):
+            continue
+        before = [x for x in curve[max(0, i - 5) : i] if x is not None and math.isfinite(x)]
+        after = [x for x in curve[i + 1 : i + 6] if x is not None and math.isfinite(x)]
+        if len(before) < 3 or len(after) < 2:
+            continue
+        base = statistics.median(before)
+        if v > 2.5 * max(base, 1e-12) and v > 2.5 * max(statistics.median(after), 1e-12):
+            out.append(i)
+    return out
+
+
+def _loss_pattern(
+    steps: list[int], curve: list[float | None]
+) -> tuple[str | None, str | None, str | None]:
+    """A conservative reading of the loss curve: only nan, diverges or spikes, when clear."""
+    values = [v for v in curve if v is not None]
+    if len(values) < 8:
+        return None, None, None
+    bad = [steps[i] for i, v in enumerate(curve) if v is not None and not math.isfinite(v)]
+    if bad:
+        return (
+            "nan",
+            f"step {bad[0]}",
+            f"the loss became {'NaN' if any(math.isnan(v) for v in values) else 'inf'} at step {bad[0]}",
+        )
+    q = max(2, len(values) // 4)
+    head, tail = statistics.fmean(values[:q]), statistics.fmean(values[-q:])
+    if tail > 2 * max(head, 1e-12) and values[-1] > values[len(values) // 2]:
+        return "diverges", f"step {steps[-1]}", f"the loss grew from {_fmt(head)} to {_fmt(tail)}"
+    spikes = _spike_indices(curve)
+    if spikes:
+        at = [steps[i] for i in spikes]
+        shown = ", ".join(map(str, at[:8]))
+        return "spikes", f"step {at[0]}", f"loss spikes at steps {shown}"
+    return None, None, None

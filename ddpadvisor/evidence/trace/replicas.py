@@ -1,0 +1,119 @@
+"""Replicas compared across ranks: parameters, optimizer state, gradients, buffers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpadvisor.evidence.trace.common import _odd_ranks, _ranks_text
+from ddpadvisor.evidence.trace.context import Context
+from ddpadvisor.evidence.trace.load import Record
+
+
+class ReplicasReader(Context):
+    """Replicas compared across ranks: parameters, optimizer state, gradients, buffers."""
+
+    def _compare(
+        self, checks: dict[int, dict[int, Record]], cat: str
+    ) -> tuple[int, dict[str, Any] | None]:
+        """(number of steps compared, first difference) for one fingerprint category."""
+        compared = 0
+        for step in sorted(checks):
+            per_rank = checks[step]
+            if len(per_rank) < 2:
+                continue
+            tables = {}
+            for rank, rec in per_rank.items():
+                names = rec.get(cat + "_names")
+                values = rec.get(cat)
+                if not isinstance(names, list) or not isinstance(values, list):
+                    continue
+                tables[rank] = dict(zip(names, values))
+            if len(tables) < 2:
+                continue
+            compared += 1
+            names_all = list(dict.fromkeys(n for tab in tables.values() for n in tab))
+            diffs = []
+            for name in names_all:
+                values = {rank: tab.get(name) for rank, tab in tables.items()}
+                odd = _odd_ranks(values)
+                if odd:
+                    diffs.append((name, odd))
+            if diffs:
+                return compared, {"step": step, "diffs": diffs}
+        return compared, None
+
+    def _checks_at_common_steps(self, source: str) -> dict[int, dict[int, Record]]:
+        out: dict[int, dict[int, Record]] = {}
+        for t in self.ranks:
+            table = getattr(t, source)
+            for step, rec in table.items():
+                out.setdefault(step, {})[t.rank] = rec
+        finals = {t.rank: t.final for t in self.ranks if t.final is not None}
+        if source == "checks" and len(finals) == len(self.ranks):
+            steps = {rec.get("s") for rec in finals.values()}
+            if len(steps) == 1:
+                step = steps.pop()
+                if isinstance(step, int) and step not in out:
+                    out[step] = dict(finals)
+        return {s: v for s, v in out.items() if len(v) == len(self.ranks)}
+
+    def _describe(self, diff: dict[str, Any], what: str) -> tuple[str, str]:
+        name, odd = diff["diffs"][0]
+        more = len(diff["diffs"]) - 1
+        where = f"rank {odd[0]} step {diff['step']}"
+        detail = f"{what} at step {diff['step']}: {name} ({_ranks_text(odd)})"
+        if more:
+            detail += f" and {more} more tensor{'s' if more > 1 else ''}"
+        return where, detail
+
+    def replicas(self) -> None:
+        if len(self.ranks) < 2:
+            return
+        checks = self._checks_at_common_steps("checks")
+        if checks:
+            for cat, fact, what in (
+                ("params", "param_checksums_match", "replicas diverged"),
+                ("optim", "optimizer_state_match", "optimizer state diverged"),
+            ):
+                n, diff = self._compare(checks, cat)
+                if diff:
+                    where, detail = self._describe(diff, what)
+                    self.add(fact, False, where=where, detail=detail)
+                elif n:
+                    self.add(fact, True, detail=f"identical on every rank at {n} checked steps")
+            synced_steps = {
+                s: v
+                for s, v in checks.items()
+                if all(self._last_synced(t.steps.get(s)) for t in self.ranks)
+            }
+            n, diff = self._compare(synced_steps, "grads")
+            if diff:
+                where, detail = self._describe(
+                    diff, "gradients differ after a synchronising backward"
+                )
+                self.add("grads_match_after_sync", False, where=where, detail=detail)
+            elif n:
+                self.add("grads_match_after_sync", True, detail=f"identical at {n} checked steps")
+            counts = [
+                int(rec.get("n_unreduced") or 0) for per in checks.values() for rec in per.values()
+            ]
+            names = [
+                n
+                for per in checks.values()
+                for rec in per.values()
+                for n in rec.get("unreduced") or []
+            ]
+            if counts:
+                worst = max(counts)
+                note = None
+                if worst:
+                    shown = ", ".join(list(dict.fromkeys(names))[:3])
+                    note = f"{worst} trainable parameter(s) are not in DDP's reducer: {shown}"
+                self.add("params_not_in_reducer", worst, detail=note)
+        bufs = self._checks_at_common_steps("bufchecks")
+        n, diff = self._compare(bufs, "buffers")
+        if diff:
+            where, detail = self._describe(diff, "buffers differ across ranks")
+            self.add("buffer_checksums_match", False, where=where, detail=detail)
+        elif n:
+            self.add("buffer_checksums_match", True, detail=f"identical at {n} checked steps")

@@ -1,0 +1,79 @@
+"""Random generators: seeds at wrapping and augmentation draws per batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpadvisor.evidence.trace.common import _odd_ranks, _ranks_text
+from ddpadvisor.evidence.trace.context import Context
+
+
+class RngReader(Context):
+    """Random generators: seeds at wrapping and augmentation draws per batch."""
+
+    def rng(self) -> None:
+        if len(self.ranks) < 2:
+            return
+        raw = {t.rank: (t.first("wrap") or {}).get("seeds") for t in self.ranks}
+        seeds: dict[int, dict[str, Any]] = {r: v for r, v in raw.items() if isinstance(v, dict)}
+        if len(seeds) == len(raw) and all(v.get("torch") for v in seeds.values()):
+            torch_states = {r: v["torch"] for r, v in seeds.items()}
+            odd = _odd_ranks(torch_states)
+            others = [
+                name
+                for name in ("python", "numpy")
+                if all(name in v for v in seeds.values())
+                and _odd_ranks({r: v[name] for r, v in seeds.items()})
+            ]
+            detail = (
+                "the torch generator is in the same state on every rank when the model is wrapped"
+                if not odd
+                else f"the torch generator differs on {_ranks_text(odd)} when the model is wrapped"
+            )
+            if others:
+                detail += f" ({' and '.join(others)} generators differ across ranks)"
+            self.add("rank_seeds_identical", not odd, detail=detail)
+        # Per batch fetch: each generator's state before and after (torch, python, numpy).
+        fetches: dict[int, dict[tuple[int, int], tuple[list[str], list[str]]]] = {}
+        for t in self.ranks:
+            table = {}
+            for r in t.steps.values():
+                for i, entry in enumerate(r.get("rng") or []):
+                    if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], list):
+                        table[(r["s"], i)] = (entry[1], entry[2])
+            fetches[t.rank] = table
+        keys = set.intersection(*(set(v) for v in fetches.values())) if fetches else set()
+
+        def drawn(key: tuple[int, int]) -> list[int]:
+            """Generators that every rank advanced while fetching this batch."""
+            return [
+                g
+                for g in range(3)
+                if all(
+                    len(fetches[r][key][0]) > g and fetches[r][key][0][g] != fetches[r][key][1][g]
+                    for r in fetches
+                )
+            ]
+
+        first = min((k[0] for k in keys), default=0)
+        keys = {k for k in keys if k[0] != first or k[1] > 0}  # a sampler's seed draw comes first
+        draws = {k: drawn(k) for k in keys}
+        draws = {k: g for k, g in draws.items() if g}
+        if not keys or len(draws) < max(2, len(keys) // 2):
+            return
+        same = [
+            k
+            for k, gens in draws.items()
+            if all(len({fetches[r][k][1][g] for r in fetches}) == 1 for g in gens)
+        ]
+        identical = len(same) >= 0.9 * len(draws)
+        at = min(same) if same else None
+        self.add(
+            "augmentation_rng_identical_across_ranks",
+            identical,
+            where=f"step {at[0]}" if identical and at else None,
+            detail=f"the data pipeline drew random numbers in {len(draws)} batch fetches and every "
+            f"rank's generators ended in the same state in {len(same)} of them"
+            if identical
+            else None,
+        )

@@ -1,0 +1,31 @@
+"""The LR scheduler against the optimizer steps."""
+
+from __future__ import annotations
+
+from ddpadvisor.evidence.trace.common import _covers
+from ddpadvisor.evidence.trace.context import Context
+
+
+class ScheduleReader(Context):
+    """The LR scheduler against the optimizer steps."""
+
+    def scheduler(self) -> None:
+        t = self.r0
+        if not t.kind("sched") or not t.steps:
+            return
+        end = t.first("end")
+        total = int(
+            (end or {}).get("sched") or sum(int(r.get("sch") or 0) for r in t.steps.values())
+        )
+        steps = max(t.steps)
+        ratio = total / steps if steps else 0.0
+        train = self._train_sampler(t)
+        epochs = len([e for e in t.epochs if e.get("sampler") == train and _covers(e)])
+        if ratio < 0.9 and epochs and abs(total - epochs) <= 1 and steps / max(epochs, 1) > 1.5:
+            return  # a per-epoch schedule: stepping once per epoch is how it is meant to run
+        detail = f"{total} scheduler steps for {steps} optimizer steps"
+        if ratio >= 1.1 and self.accum >= 2 and abs(ratio - self.accum) < 0.5:
+            detail += (
+                f": the scheduler steps on every micro-batch ({self.accum} per optimizer step)"
+            )
+        self.add("scheduler_steps_per_optimizer_step", ratio, detail=detail)

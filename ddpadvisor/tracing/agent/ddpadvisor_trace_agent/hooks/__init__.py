@@ -1,0 +1,24 @@
+"""The agent's patches, one module per torch subsystem, in installation order.
+
+Each module has ``install()``; ``uninstall()`` takes out what its install put in (the wrappers
+made with ``runtime._wrap`` and the handles registered with ``runtime.on_undo``). A patch is
+switched off with ``DDPADVISOR_TRACE_OFF=<name>[,<name>…]``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import amp, autograd, clip, data, ddp, distributed, excepthook, modules, optim
+
+PATCHES: dict[str, ModuleType] = {
+    "autograd": autograd,
+    "distributed": distributed,
+    "ddp": ddp,
+    "optim": optim,
+    "clip": clip,
+    "amp": amp,
+    "data": data,
+    "modules": modules,
+    "excepthook": excepthook,
+}

@@ -1,0 +1,115 @@
+"""Hooks into torch: optimizer step hooks, zero_grad, load_state_dict and LR schedulers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import runtime as rt
+from ..core import _record_load
+from ..runtime import _busy, _compiling, _wrap
+
+
+def install() -> None:
+    from torch.optim.optimizer import (
+        Optimizer,
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    def pre(opt: Any, args: Any, kwargs: Any) -> None:
+        a = rt.AGENT
+        if a is not None and not _compiling():
+            a.counters["phase"] = "optimizer"
+        return None
+
+    def post(opt: Any, args: Any, kwargs: Any) -> None:
+        a = rt.AGENT
+        if a is not None and not _compiling():
+            a.safe("step", a.on_opt_post, opt)
+        return None
+
+    rt.on_undo(register_optimizer_step_pre_hook(pre).remove)
+    rt.on_undo(register_optimizer_step_post_hook(post).remove)
+
+    def make_zero(orig: Any) -> Any:
+        def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
+            a = rt.AGENT
+            if a is not None and not _busy():
+                w = a.window
+                w.zero_calls += 1
+                if w.backwards:
+                    w.zero_after_backward = True
+            return orig(self, *args, **kwargs)
+
+        return zero_grad
+
+    _wrap(Optimizer, "zero_grad", "opt_zero_grad", make_zero)
+    _wrap(torch.nn.Module, "zero_grad", "module_zero_grad", make_zero)
+
+    def make_load(kind: str) -> Callable[[Any], Any]:
+        def make(orig: Any) -> Any:
+            def load_state_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
+                a = rt.AGENT
+                if a is not None and not _busy():
+                    a.safe("load", _record_load, a, self, kind)
+                return orig(self, *args, **kwargs)
+
+            return load_state_dict
+
+        return make
+
+    _wrap(Optimizer, "load_state_dict", "opt_load", make_load("optimizer"))
+    _wrap(torch.nn.Module, "load_state_dict", "module_load", make_load("model"))
+
+    from torch.optim import lr_scheduler
+
+    def make_sched(orig: Any) -> Any:
+        def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+            a = rt.AGENT
+            if a is None or getattr(self, "_is_initial", False) or _busy():
+                return orig(self, *args, **kwargs)
+            outer = a.sched_depth == 0
+            a.sched_depth += 1
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                a.sched_depth -= 1
+                if outer:
+                    a.window.sched += 1
+                    a.sched_total += 1
+                    a.safe("sched", a.cfg, f"sched{id(self)}", _sched_record(self))
+
+        return step
+
+    base = getattr(lr_scheduler, "LRScheduler", None)
+    classes = [base] if base is not None else []
+    for obj in vars(lr_scheduler).values():
+        if (
+            isinstance(obj, type)
+            and base is not None
+            and issubclass(obj, base)
+            and obj is not base
+            and "step" in vars(obj)
+            and obj.__name__ != "ReduceLROnPlateau"
+        ):
+            classes.append(obj)
+    for cls in classes:
+        _wrap(cls, "step", f"sched_step.{cls.__name__}", make_sched)
+
+
+def _sched_record(s: Any) -> dict[str, Any]:
+    return {"k": "sched", "cls": type(s).__name__, "primary": _is_primary_opt(s)}
+
+
+def _is_primary_opt(s: Any) -> bool:
+    a = rt.AGENT
+    opt = getattr(s, "optimizer", None)
+    return bool(a and a.primary is not None and a.primary() is opt)
+
+
+def uninstall() -> None:
+    """Take this patch's wrappers and hooks back out."""
+    rt.undo("optim")

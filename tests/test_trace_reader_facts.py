@@ -1,0 +1,143 @@
+"""Reader facts that need the whole picture: epochs that cover the data, duplicated batches at
+any step offset, no "false" where the agent did not watch everything, and the traced script
+scanned beside the trace (hand-written records; no torch, no launch)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ddpadvisor.evidence.gather import Sources, gather
+from ddpadvisor.evidence.trace_reader import read_trace
+
+HERE = Path(__file__).resolve().parent
+REAL = HERE / "trace_fixtures" / "control_mlp"
+
+
+@pytest.fixture(scope="module")
+def kb(engine):  # type: ignore[no-untyped-def]
+    return engine.kb
+
+
+def _start(rank: int) -> dict[str, Any]:
+    return {"k": "start", "v": 2, "rank": rank, "world": 2, "backend": "gloo"}
+
+
+def _wrap() -> dict[str, Any]:
+    return {"k": "wrap", "ddp": 0, "n_buffers": 0, "batchnorm": [], "dtypes": ["float32"]}
+
+
+def _step(s: int, dig: list[list[float]]) -> dict[str, Any]:
+    return {"k": "step", "s": s, "loss": [1.0], "syn": [True], "lr": [0.1], "sch": 0, "dig": dig}
+
+
+def _epoch(it: int, rank: int, s: int) -> dict[str, Any]:
+    return {
+        "k": "epoch",
+        "it": it,
+        "sampler": 0,
+        "cls": "DistributedSampler",
+        "dataset_len": 16,
+        "bs": 2,
+        "seed": 0,
+        "epoch": 0,
+        "shuffle": True,
+        "num_replicas": 2,
+        "rank": rank,
+        "set_epoch_calls": [],
+        "s": s,
+    }
+
+
+def _write(folder: Path, per_rank: dict[int, list[dict[str, Any]]]) -> Path:
+    folder.mkdir(parents=True)
+    for rank, recs in per_rank.items():
+        (folder / f"rank{rank}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return folder
+
+
+def _facts(kb: Any, folder: Path) -> dict[str, Any]:
+    return {o.fact: o for o in read_trace(kb, folder).observations}
+
+
+def test_a_one_batch_peek_is_not_an_epoch(tmp_path, kb):  # type: ignore[no-untyped-def]
+    ranks = {}
+    for r in (0, 1):
+        shard = [r + 2 * i for i in range(8)]
+        recs = [_start(r), _wrap()]
+        # next(iter(loader)) before training: one batch, and the iteration is closed.
+        recs += [_epoch(1, r, 0), {"k": "idx", "it": 1, "part": 0, "idx": shard[:2], "end": True}]
+        recs += [_epoch(2, r, 0), {"k": "idx", "it": 2, "part": 0, "idx": shard, "end": True}]
+        recs += [_step(s, [[float(s), float(r)]]) for s in range(1, 5)]
+        recs.append({"k": "end", "s": 4})
+        ranks[r] = recs
+    f = _facts(kb, _write(tmp_path / "t", ranks))
+    # One real epoch: nothing can say whether set_epoch is called between epochs.
+    assert "calls_set_epoch" not in f
+    assert "sampler_order_repeats_across_epochs" not in f
+    # Two real epochs with the same value and order: set_epoch is missing.
+    for r in (0, 1):
+        shard = [r + 2 * i for i in range(8)]
+        ranks[r] = [*ranks[r][:-1], _epoch(3, r, 4)]
+        ranks[r] += [{"k": "idx", "it": 3, "part": 0, "idx": shard, "end": True}]
+        ranks[r] += [_step(s, [[float(s), float(r)]]) for s in range(5, 9)]
+        ranks[r].append({"k": "end", "s": 8})
+    f = _facts(kb, _write(tmp_path / "t2", ranks))
+    assert f["calls_set_epoch"].value is False
+    assert f["sampler_order_repeats_across_epochs"].value is True
+
+
+def test_a_rank_feeding_another_ranks_batch_one_step_later_is_a_duplicate(tmp_path, kb):  # type: ignore[no-untyped-def]
+    batches = [[float(s), float(s) * 7] for s in range(1, 11)]
+    ranks = {
+        0: [_start(0), _wrap(), *[_step(s, [batches[s - 1]]) for s in range(1, 10)]],
+        1: [_start(1), _wrap(), *[_step(s, [batches[s]]) for s in range(1, 10)]],
+    }
+    f = _facts(kb, _write(tmp_path / "t", ranks))
+    dup = f["batches_duplicated_across_ranks"]
+    assert dup.value is True
+    assert "one rank fed it at step" in dup.detail
+    ranks[1] = [_start(1), _wrap(), *[_step(s, [[-float(s), 3.0]]) for s in range(1, 10)]]
+    f = _facts(kb, _write(tmp_path / "t2", ranks))
+    assert f["batches_duplicated_across_ranks"].value is False
+
+
+def test_state_loaded_alike_on_every_rank_measures_no_false(tmp_path, kb):  # type: ignore[no-untyped-def]
+    load = {"k": "load", "kind": "model", "cls": "Net", "after_wrap": True, "wrapped": True, "s": 0}
+    ranks = {r: [_start(r), _wrap(), load, _step(1, [[1.0, float(r)]])] for r in (0, 1)}
+    f = _facts(kb, _write(tmp_path / "t", ranks))
+    # Only load_state_dict is watched: weights changed in place on one rank go unseen here.
+    assert "rank_conditional_state_change" not in f
+    ranks[1] = [_start(1), _wrap(), _step(1, [[1.0, 1.0]])]
+    f = _facts(kb, _write(tmp_path / "t2", ranks))
+    assert f["rank_conditional_state_change"].value is True
+
+
+def test_json_trace_also_scans_the_traced_script_and_says_so(tmp_path, kb):  # type: ignore[no-untyped-def]
+    folder = tmp_path / "trace"
+    shutil.copytree(REAL, folder)
+    for path in folder.glob("rank*.jsonl"):
+        lines = path.read_text().splitlines()
+        start = json.loads(lines[0])
+        start["argv"] = ["zoo/control_mlp.py", "--epochs", "2"]
+        start["cwd"] = str(HERE)
+        path.write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
+    got = gather(kb, Sources(traces=[folder]))
+    sources = {o.source for o in got.observations}
+    assert sources == {"trace", "script"}
+    assert any(
+        "also scanned the traced script" in w and "control_mlp.py" in w for w in got.warnings
+    )
+    # Named with --script as well: scanned once, no second note.
+    got = gather(kb, Sources(traces=[folder], scripts=[HERE / "zoo" / "control_mlp.py"]))
+    assert not any("also scanned" in w for w in got.warnings)
+    # The script is gone: the trace alone, and why.
+    for path in folder.glob("rank*.jsonl"):
+        path.write_text(path.read_text().replace(str(HERE), str(tmp_path / "elsewhere")))
+    got = gather(kb, Sources(traces=[folder]))
+    assert {o.source for o in got.observations} == {"trace"}
+    assert any("the traced script was not scanned" in w for w in got.warnings)
