@@ -13,9 +13,13 @@ import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ddpadvisor"
 
+# The trace agent is imported by the job's Python, often without ddpadvisor installed: the
+# reader may import its trace format, the agent imports nothing of ddpadvisor.
+AGENT = "ddpadvisor.tracing.agent"
+
 # Bottom to top; a module may import only from its own layer's package or from lower layers.
 LAYERS: list[set[str]] = [
-    {"errors", "bundled", "cliutil", "i18n", "yamlio", "__init__"},
+    {"errors", "bundled", "cliutil", "i18n", "yamlio", "__init__", "agent"},
     {"kb"},
     {"observation", "report"},
     {"engine", "scan"},
@@ -60,7 +64,7 @@ def module_graph() -> nx.DiGraph:
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
         parts = list(rel.parts)
-        if "agent" in parts:  # the trace agent runs inside the user's job, on its own
+        if "agent" in parts:  # the trace agent runs inside the user's job on its own (below)
             continue
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -70,6 +74,9 @@ def module_graph() -> nx.DiGraph:
         graph.add_node(name)
         for candidates in _imports(ast.parse(path.read_text(encoding="utf-8"))):
             target = next((c for c in candidates if c in modules), candidates[-1])
+            if target.startswith(AGENT):
+                graph.add_edge(name, AGENT)
+                continue
             while target and target not in modules:
                 target = target.rpartition(".")[0]
             if target and target != name and target != "ddpadvisor":
@@ -78,6 +85,8 @@ def module_graph() -> nx.DiGraph:
 
 
 def _top(module: str) -> str:
+    if module.startswith(AGENT):
+        return "agent"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
@@ -111,3 +120,10 @@ def test_the_checker_sees_a_circle(tmp_path: Path) -> None:
     found = [name for names in _imports(ast.parse(source)) for name in names]
     assert "ddpadvisor.engine.infer" in found
     assert not any(name.startswith("ddpadvisor.tui") for name in found)
+
+
+def test_the_agent_imports_nothing_of_ddpadvisor() -> None:
+    agent = PACKAGE / "tracing" / "agent"
+    for path in agent.rglob("*.py"):
+        for names in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            assert not names[-1].startswith("ddpadvisor."), f"{path}: imports {names[-1]}"
