@@ -15,12 +15,14 @@ O(causes + links).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.model import CATCH_ALL, KnowledgeBase
 from ddpadvisor.kb.values import classes, healthy_distribution
+
+if TYPE_CHECKING:  # a warm start reads the compiled model; only compiling needs the graph
+    import networkx as nx
 
 __all__ = ["CATCH_ALL", "CompiledModel", "FactTable", "Path", "compile_model", "load_model"]
 
