@@ -7,6 +7,7 @@ its keys, so a schema error deep inside a file can be reported as ``file:line``.
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -78,26 +79,58 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _co
 MAX_BYTES = 16 * 1024 * 1024
 
 
+class NotARegularFile(OSError):
+    """A FIFO, device, socket or folder where a file was expected: never opened or read."""
+
+
+def read_regular(path: Path, limit: int) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes of a regular file and whether it is longer.
+
+    The one bounded read of every reader (answers, rules, probe results, traces): a FIFO or a
+    device would block or never end, so only regular files are opened, without blocking, and
+    re-checked after opening in case the path was swapped.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise NotARegularFile(f"{path} is not a regular file")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise NotARegularFile(f"{path} is not a regular file")
+        data = fh.read(limit + 1)
+    return data[:limit], len(data) > limit
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that names the same key twice (the last would silently win)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key[:60]!r}")
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for json.loads that refuses duplicate keys."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
     """A regular file's text: never opens a FIFO or a device, never reads without bound."""
+    if path.is_dir():
+        raise InputError("is a directory, expected a file", path)
     try:
-        st = path.stat()
+        data, longer = read_regular(path, max_bytes)
     except FileNotFoundError:
         raise InputError("no such file", path) from None
+    except NotARegularFile:
+        raise InputError("not a regular file (a pipe or a device?)", path) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError("is a directory, expected a file", path)
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError("not a regular file (a pipe or a device?)", path)
-    if st.st_size > max_bytes:
-        raise InputError(f"too large ({st.st_size} bytes; at most {max_bytes})", path)
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path) from None
-    if len(data) > max_bytes:
+    if longer:
         raise InputError(f"too large (more than {max_bytes} bytes)", path)
     try:
         return data.decode("utf-8")
@@ -124,28 +157,15 @@ def load_yaml(path: Path, text: str | None = None) -> Any:
         raise InputError(f"malformed YAML: {exc}", path) from None
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
 def load_json(path: Path, text: str | None = None) -> Any:
     if text is None:
         text = read_text(path)
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=unique_keys)
     except RecursionError:
         raise InputError("malformed JSON: nested too deeply", path) from None
-    except _DuplicateKey as exc:
-        raise InputError(f"malformed JSON: duplicate key {exc.args[0]!r}", path) from None
+    except DuplicateKey as exc:
+        raise InputError(f"malformed JSON: {exc}", path) from None
     except json.JSONDecodeError as exc:
         raise InputError(
             f"malformed JSON: {exc.msg} (column {exc.colno})", path, exc.lineno

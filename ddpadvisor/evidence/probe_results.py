@@ -33,6 +33,7 @@ from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.observation import Gathered, UnknownFact, observe
+from ddpadvisor.yamlio import DuplicateKey, NotARegularFile, read_regular, unique_keys
 
 FORMATS = (1, 2)  # record versions this reader understands (probes/_harness.py: FORMAT)
 MAX_BYTES = 16 * 2**20  # one result file; the largest real ones are well under 1 MiB
@@ -120,26 +121,14 @@ def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes:
     if info.st_size > limit:
         raise Damaged(f"{info.st_size} bytes, over the {limit}-byte limit")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        data, longer = read_regular(path, limit)
+    except NotARegularFile:
+        raise Damaged("not a regular file (a FIFO, device, socket or folder)") from None
     except OSError as exc:
         raise Damaged(f"unreadable ({exc.strerror})") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat above
-            raise Damaged("not a regular file (a FIFO, device, socket or folder)")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise Damaged(f"unreadable ({exc.strerror})") from None
-    finally:
-        os.close(fd)
-    if size > limit:
+    if longer:
         raise Damaged(f"over the {limit}-byte limit")
-    return b"".join(chunks)
+    return data
 
 
 def _reject_constant(token: str) -> Any:
@@ -157,15 +146,6 @@ def _parse_int(token: str) -> int:
     if len(token.lstrip("-")) > MAX_DIGITS:
         raise Damaged(f"integer of {len(token.lstrip('-'))} digits")
     return int(token)
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise Damaged(f"duplicate key {json.dumps(key)[:60]}")
-        out[key] = value
-    return out
 
 
 def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
@@ -191,13 +171,16 @@ def parse_strict(raw: bytes) -> tuple[Any, str]:
     try:
         value = json.loads(
             text,
-            object_pairs_hook=_no_duplicates,
+            object_pairs_hook=unique_keys,
             parse_constant=_reject_constant,
             parse_float=_parse_float,
             parse_int=_parse_int,
         )
     except json.JSONDecodeError as exc:
         raise Damaged(f"not valid JSON ({exc.msg}; truncated?)", exc.lineno) from None
+    except DuplicateKey as exc:
+        problem = f"duplicate key {json.dumps(exc.key)[:60]}"
+        raise Damaged(problem, _first_bad_line(text, problem)) from None
     except RecursionError:
         raise Damaged(f"nested deeper than {MAX_DEPTH} levels") from None
     except Damaged as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import stat
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from typing import Any
 
 from ddpadvisor.errors import InputError
 from ddpadvisor.tracing.agent.ddpadvisor_trace_agent import format as fmt
+from ddpadvisor.yamlio import NotARegularFile, read_regular, unique_keys
 
 Record = dict[str, Any]
 
@@ -43,26 +43,10 @@ WARNINGS_PER_FILE = 12  # record problems named one by one; the rest are counted
 
 
 def _read_bounded(path: Path, limit: int) -> tuple[bytes, bool]:
-    """The file's first ``limit`` bytes and whether it is longer. Only regular files are
-    opened (a FIFO or a device would block or never end), and without blocking."""
-    st = path.stat()
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError("not a regular file (a FIFO, device or folder); not read", path)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise InputError("not a regular file; not read", path)
-        data = fh.read(limit + 1)
-    return data[:limit], len(data) > limit
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
+    try:
+        return read_regular(path, limit)
+    except NotARegularFile:
+        raise InputError("not a regular file (a FIFO, device or folder); not read", path) from None
 
 
 def _read_rank_file(path: Path, rank: int, raw: bytes, warnings: list[str]) -> RankTrace | None:
@@ -80,7 +64,7 @@ def _read_rank_file(path: Path, rank: int, raw: bytes, warnings: list[str]) -> R
             problems.append(f"{path}:{number}: record longer than {fmt.MAX_LINE_BYTES} bytes")
             continue
         try:
-            rec = json.loads(line, object_pairs_hook=_no_duplicate_keys)
+            rec = json.loads(line, object_pairs_hook=unique_keys)
         except (ValueError, RecursionError) as exc:
             last = number == len(lines) or (number == len(lines) - 1 and ends_clean)
             if last and not ends_clean:
@@ -241,7 +225,7 @@ def _read_meta(path: Path, warnings: list[str]) -> dict[str, Any] | None:
         raw, longer = _read_bounded(path, META_BYTES)
         if longer:
             raise ValueError(f"longer than {META_BYTES} bytes")
-        meta = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+        meta = json.loads(raw, object_pairs_hook=unique_keys)
     except InputError as exc:
         warnings.append(f"{exc.one_line()}; ignored")
         return None
