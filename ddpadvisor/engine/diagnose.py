@@ -186,12 +186,15 @@ class Engine:
         limit: int | None = 5,
         winners: Mapping[str, Observation] | None = None,
         lang: Lang = "en",
+        steps: list[Step] | None = None,
     ) -> list[QuestionOut]:
         """Questions among the next steps, one per fact; ``observed`` facts (and declined
         ones passed in it) are never offered. Preconditions are judged on ``winners``."""
         known = dict(winners or {})
         out: list[QuestionOut] = []
-        for step in self.steps(post, known, declined=observed - set(known)):
+        if steps is None:
+            steps = self.steps(post, known, declined=observed - set(known))
+        for step in steps:
             if step.kind not in allow:
                 continue
             for fid in step.facts if step.kind != "ask" else step.facts[:1]:
@@ -296,6 +299,7 @@ class Engine:
             gpu_available=gpu_available,
             winners=winners,
             lang=lang,
+            steps=steps,
         )
         best = post.probs[ranking[0]]
         done = best >= SETTLED or not steps or steps[0].gain < MIN_GAIN

@@ -70,21 +70,34 @@ class Step:
 
 
 def joint_gain(model: CompiledModel, post: Posterior, facts: list[str]) -> float:
-    """Expected entropy reduction (bits) from observing all of ``facts`` together."""
+    """Expected entropy reduction (bits) from observing all of ``facts`` together.
+
+    Causes linked to none of the facts predict the healthy distribution for every outcome,
+    like the catch-all, so their share is summed in closed form: the cost is
+    O(linked causes x outcomes), not O(all causes x outcomes), which keeps a 10,000-cause rule
+    folder's next steps cheap.
+    """
     tables = [model.facts[f] for f in facts if f in model.facts]
     if not tables:
         return 0.0
     probs = post.probs
-    n = len(probs)
-    rows = [[t.likelihood.get(i, t.healthy) for t in tables] for i in range(n)]
+    linked = sorted({i for t in tables for i in t.likelihood})
+    linked_set = set(linked)
+    m_u = max(0.0, 1.0 - sum(probs[i] for i in linked))
+    s_u = sum(p * math.log2(p) for i, p in enumerate(probs) if p > 0 and i not in linked_set)
+    rows = [(probs[i], [t.likelihood.get(i, t.healthy) for t in tables]) for i in linked]
     h_now = post.entropy()
     after = 0.0
     for combo in itertools.product(*(range(len(t.classes)) for t in tables)):
-        q = [probs[i] * math.prod(r[j][k] for j, k in enumerate(combo)) for i, r in enumerate(rows)]
-        pk = sum(q)
+        healthy = math.prod(t.healthy[k] for t, k in zip(tables, combo))
+        q = [p * math.prod(r[j][k] for j, k in enumerate(combo)) for p, r in rows]
+        pk = sum(q) + m_u * healthy
         if pk <= 0:
             continue
         after += -sum(x * math.log2(x / pk) for x in q if x > 0)
+        if m_u > 0 and healthy > 0:
+            # the unlinked causes: q_u = p_u * healthy for each of them
+            after += -healthy * (s_u + m_u * math.log2(healthy / pk))
     return max(0.0, h_now - after)
 
 
