@@ -60,8 +60,10 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
     def name(c: str) -> str:
         return kb.resolve_cause(c) or c
 
+    ascending = sorted(logw)
+
     def pos(c: str) -> int:
-        return rank_of(model.causes, logw, index[name(c)])
+        return rank_of(model.causes, logw, index[name(c)], ascending)
 
     def show_top() -> str:
         post = posterior(model, observed)

@@ -175,10 +175,7 @@ def _restore(doc: dict[str, Any]) -> tuple[KnowledgeBase, CompiledModel]:
             healthy=list(t["healthy"]),
         )
         table.likelihood = {int(ci): d for ci, d in t["likelihood"].items()}
-        table.paths = {
-            int(ci): [GraphPath(f, mech, float(w), bool(x)) for f, mech, w, x in ps]
-            for ci, ps in t["paths"].items()
-        }
+        table.paths = cast(dict[int, list[GraphPath]], _LazyPaths(t["paths"]))
         tables[fid] = table
     return kb, CompiledModel(
         causes=list(m["causes"]),
@@ -187,6 +184,20 @@ def _restore(doc: dict[str, Any]) -> tuple[KnowledgeBase, CompiledModel]:
         gates={int(ci): list(facts) for ci, facts in m["gates"].items()},
         measured=frozenset(m["measured"]),
     )
+
+
+class _LazyPaths(dict[int, list[GraphPath]]):
+    """A fact table's graph paths per cause, built when an explanation first asks for them."""
+
+    def __init__(self, raw: dict[str, list[list[Any]]]) -> None:
+        super().__init__()
+        self._raw = raw
+
+    def __missing__(self, ci: int) -> list[GraphPath]:
+        rows = self._raw[str(ci)]
+        built = [GraphPath(f, mech, float(w), bool(x)) for f, mech, w, x in rows]
+        self[ci] = built
+        return built
 
 
 class _LazyTests(list[RuleTest]):

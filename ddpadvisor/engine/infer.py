@@ -6,6 +6,7 @@ normalised over all causes and the catch-all. Facts a cause is not linked to con
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -62,7 +63,7 @@ def _weights(
     explain: bool,
 ) -> tuple[list[float], dict[int, list[Contribution]], dict[int, list[str]]]:
     """Log weights after the evidence and the held-back cap, with the explanation if asked."""
-    logw = [math.log(p) for p in model.priors]
+    logw = list(model.log_priors)
     contributions: dict[int, list[Contribution]] = {}
     freed: set[int] = set()  # causes a measurement backs strongly enough to lift the cap
     for ci, terms in (extra or {}).items():
@@ -73,17 +74,15 @@ def _weights(
         table = model.facts.get(fact_id)
         if table is None:
             continue
-        k = table.index[observed[fact_id]]
-        h = table.healthy[k]
+        cls = observed[fact_id]
         measured = fact_id in model.measured
-        for ci, dist in table.likelihood.items():
-            lr = math.log(dist[k] / h)
+        for ci, lr in model.log_ratios(fact_id, table.index[cls]):
             logw[ci] += lr
             if measured and lr > MEASURED_LEAD:
                 freed.add(ci)
             if explain:
                 contributions.setdefault(ci, []).append(
-                    Contribution(fact_id, observed[fact_id], lr, tuple(table.paths[ci]))
+                    Contribution(fact_id, cls, lr, tuple(table.paths[ci]))
                 )
     held: dict[int, list[str]] = {}
     for ci, facts in model.gates.items():
@@ -91,8 +90,10 @@ def _weights(
         if missing and ci not in freed:
             held[ci] = missing
     if held:
-        free = max(x for i, x in enumerate(logw) if i not in held)
-        ceiling = free + math.log(HELD_SHARE)
+        others = list(logw)
+        for ci in held:
+            others[ci] = -math.inf
+        ceiling = max(others) + math.log(HELD_SHARE)
         for ci in list(held):
             if logw[ci] > ceiling:
                 logw[ci] = ceiling
@@ -106,12 +107,19 @@ def log_weights(model: CompiledModel, observed: dict[str, str]) -> list[float]:
     return _weights(model, observed, None, explain=False)[0]
 
 
-def rank_of(causes: list[str], logw: list[float], ci: int) -> int:
-    """0-based position of cause ``ci`` in :meth:`Posterior.ranking` order, in O(causes)."""
+def rank_of(
+    causes: list[str], logw: list[float], ci: int, ascending: list[float] | None = None
+) -> int:
+    """0-based position of cause ``ci`` in :meth:`Posterior.ranking` order without sorting the
+    causes: bisection in ``ascending`` (``sorted(logw)``, shared between calls) and a name
+    comparison only among exact ties."""
+    order = sorted(logw) if ascending is None else ascending
     mine, name = logw[ci], causes[ci]
-    ahead = sum(1 for x in logw if x > mine)
-    ties = sum(1 for i, x in enumerate(logw) if x == mine and causes[i] < name)
-    return ahead + ties
+    above = bisect.bisect_right(order, mine)
+    ahead = len(order) - above
+    if above - bisect.bisect_left(order, mine) > 1:
+        ahead += sum(1 for i, x in enumerate(logw) if x == mine and causes[i] < name)
+    return ahead
 
 
 def posterior(

@@ -14,7 +14,9 @@ O(causes + links).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ddpadvisor.kb import levels
@@ -70,6 +72,24 @@ class CompiledModel:
     @property
     def catch_all(self) -> int:
         return len(self.causes) - 1
+
+    @cached_property
+    def log_priors(self) -> list[float]:
+        return [math.log(p) for p in self.priors]
+
+    def log_ratios(self, fact_id: str, k: int) -> list[tuple[int, float]]:
+        """(cause index, ln P(class k | cause) / P(class k | no fault)) for the linked causes,
+        computed once per class: rule tests and next-step gains ask for the same ones often."""
+        memo: dict[tuple[str, int], list[tuple[int, float]]] = self.__dict__.setdefault(
+            "_log_ratios", {}
+        )
+        got = memo.get((fact_id, k))
+        if got is None:
+            table = self.facts[fact_id]
+            h = table.healthy[k]
+            got = [(ci, math.log(d[k] / h)) for ci, d in table.likelihood.items()]
+            memo[(fact_id, k)] = got
+        return got
 
 
 def _restrict(dist: list[float], sel: set[int]) -> list[float]:

@@ -82,9 +82,9 @@ def joint_gain(model: CompiledModel, post: Posterior, facts: list[str]) -> float
         return 0.0
     probs = post.probs
     linked = sorted({i for t in tables for i in t.likelihood})
-    linked_set = set(linked)
     m_u = max(0.0, 1.0 - sum(probs[i] for i in linked))
-    s_u = sum(p * math.log2(p) for i, p in enumerate(probs) if p > 0 and i not in linked_set)
+    # sum of p log p over the unlinked causes: the whole posterior's minus the linked share
+    s_u = -post.entropy() - sum(probs[i] * math.log2(probs[i]) for i in linked if probs[i] > 0)
     rows = [(probs[i], [t.likelihood.get(i, t.healthy) for t in tables]) for i in linked]
     h_now = post.entropy()
     after = 0.0
