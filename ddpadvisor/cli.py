@@ -283,7 +283,8 @@ def cmd_schema(argv: list[str]) -> int:
 
 
 def cmd_claims(argv: list[str]) -> int:
-    from ddpadvisor.kb.claims import index_for, lookup, pick_lang, render_claims
+    from ddpadvisor.i18n import detect
+    from ddpadvisor.kb.claims import index_for, lookup, render_claims
     from ddpadvisor.service import load_engine
 
     args = _claims_parser().parse_args(argv)
@@ -295,7 +296,7 @@ def cmd_claims(argv: list[str]) -> int:
         found,
         as_json=args.json,
         query=query,
-        lang=pick_lang(args.lang),
+        lang=detect(args.lang),
         best=best.score if best else 0.0,
     )
     sys.stdout.write(out)

@@ -14,7 +14,8 @@ from difflib import SequenceMatcher
 
 import pytest
 
-from ddpadvisor.kb.claims import THRESHOLD, has_cjk, index_for, lookup, pick_lang, terms
+from ddpadvisor.i18n import detect as pick_lang
+from ddpadvisor.kb.claims import THRESHOLD, has_cjk, index_for, lookup, terms
 from ddpadvisor.kb.load import load_kb
 from ddpadvisor.kb.model import KnowledgeBase
 from tests.claims_queries import ENGLISH, GENERIC, HELD_OUT, NONSENSE, TUNED, UNRELATED

@@ -29,6 +29,15 @@ SUBCOMMANDS = {"trace", "probe", "kb", "schema", "report", "claims", "ask"}
 # Probes in probes/ (checked against the folder by a test).
 
 
+def value_problem(fact: Fact, raw: object) -> str | None:
+    """Why ``raw`` is no value of ``fact`` (the rule-file checks all word it so), or None."""
+    try:
+        parse_value(fact, raw)
+    except ValueProblem as exc:
+        return str(exc)
+    return None
+
+
 def check_references(kb: KnowledgeBase) -> None:
     from ddpadvisor.kb.model import Problem
 
@@ -140,19 +149,15 @@ def check_references(kb: KnowledgeBase) -> None:
             if test_fact is None:
                 bad(f"unknown fact id {fid!r}")
                 continue
-            try:
-                parse_value(test_fact, raw)
-            except ValueProblem as exc:
-                bad(str(exc))
+            if why := value_problem(test_fact, raw):
+                bad(why)
         for fid, raw in test.expect_facts.items():
             expect_fact = kb.facts.get(fid)
             if expect_fact is None:
                 bad(f"expect_facts: unknown fact id {fid!r}")
                 continue
-            try:
-                parse_value(expect_fact, raw)
-            except ValueProblem as exc:
-                bad(f"expect_facts: {exc}")
+            if why := value_problem(expect_fact, raw):
+                bad(f"expect_facts: {why}")
         named = [test.expect_top] if test.expect_top else []
         named += test.expect_in_top + test.expect_not_top
         named += [c for pair in test.expect_below for c in pair]
@@ -199,10 +204,8 @@ def check_interview(kb: KnowledgeBase, fact: Fact, problem: Callable[[str], None
         elif cond.is_ is not None or cond.in_ is not None:
             wanted = [cond.is_] if cond.is_ is not None else list(cond.in_ or [])
             for w in wanted:
-                try:
-                    parse_value(other, w)
-                except ValueProblem as exc:
-                    problem(f"{me}: ask_if: {exc}")
+                if why := value_problem(other, w):
+                    problem(f"{me}: ask_if: {why}")
     for other_id in fact.settled_by:
         if other_id not in kb.facts:
             problem(f"{me}: settled_by names unknown fact {other_id!r}")
@@ -212,10 +215,8 @@ def check_interview(kb: KnowledgeBase, fact: Fact, problem: Callable[[str], None
             if target is None:
                 problem(f"{me}: implies names unknown fact {other_id!r}")
                 continue
-            try:
-                parse_value(target, raw)
-            except ValueProblem as exc:
-                problem(f"{me}: implies: {exc}")
+            if why := value_problem(target, raw):
+                problem(f"{me}: implies: {why}")
     allowed = set(option_values(fact) or ["unknown"])
     for lang, labels in (("en", fact.labels or {}), ("zh", option_labels(fact, "zh"))):
         for key in labels:
@@ -230,11 +231,8 @@ def check_interview(kb: KnowledgeBase, fact: Fact, problem: Callable[[str], None
         carries = all("(?P<value>" in p for p in patterns)
         if mention.value is None and not carries:
             problem(f"{me}: a mention without 'value' needs a (?P<value>...) group in each pattern")
-        if mention.value is not None:
-            try:
-                parse_value(fact, mention.value)
-            except ValueProblem as exc:
-                problem(f"{me}: mention: {exc}")
+        if mention.value is not None and (why := value_problem(fact, mention.value)):
+            problem(f"{me}: mention: {why}")
 
 
 def verify_command_problem(command: str) -> str | None:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import unicodedata
-from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ddpadvisor.i18n import as_lang, text
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.schema import Claim
 
@@ -223,24 +222,8 @@ def lookup(
     return found[:limit]
 
 
-def pick_lang(flag: str | None, environ: Mapping[str, str] | None = None) -> str:
-    """``--lang`` if given, else LC_ALL / LC_MESSAGES / LANG, else English."""
-    if flag:
-        return flag
-    env = os.environ if environ is None else environ
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
-        value = env.get(var, "")
-        if value:
-            return "zh" if value.lower().startswith("zh") else "en"
-    return "en"
-
-
 def _field(claim: Claim, name: str, lang: str) -> str:
-    if lang == "zh":
-        value = (claim.zh or {}).get(name)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return " ".join(str(getattr(claim, name)).split())
+    return " ".join(str(text(claim, name, as_lang(lang))).split())
 
 
 _VERDICT_ZH = {"correct": "正确", "partly-correct": "部分正确", "myth": "误解", "harmful": "有害"}
