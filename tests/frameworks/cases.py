@@ -1,0 +1,194 @@
+"""Framework zoo runner: each ``tests/frameworks/<fw>/cases.yaml`` names scripts and causes.
+
+A case is a tiny 2-rank CPU job written the way users of that framework write it (a model
+built from a config, no downloads). Each runs once under ``ddpadvisor trace`` (real torchrun,
+the agent on PYTHONPATH) and is diagnosed three ways: by the trace alone, by ``--script``
+alone and by both together. The test modules (tests/test_frameworks_<fw>.py) and
+bench/frameworks.py share this code.
+
+cases.yaml::
+
+    framework: accelerate          # the import name that must be installed
+    cases:
+      correct_loop.py: {cause: null}
+      module_bypass.py: {cause: wrapper-bypassed-forward, args: ["--steps", "8"]}
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+HELD_OUT = HERE.parent / "frameworks_heldout"
+CONFIDENT = 0.30  # a catalogued cause first at or above this on a correct run is a false positive
+
+
+@dataclass
+class Case:
+    framework: str
+    script: Path
+    cause: str | None
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.script.parent.name}/{self.script.name}"
+
+
+@dataclass
+class Ranked:
+    ranking: list[str]
+    scores: dict[str, float]
+
+    def rank(self, cause: str) -> int | None:
+        return self.ranking.index(cause) + 1 if cause in self.ranking else None
+
+    def top(self, n: int = 3) -> str:
+        return ", ".join(f"{c} {self.scores[c]:.2f}" for c in self.ranking[:n])
+
+
+@dataclass
+class Outcome:
+    case: Case
+    status: str
+    failure: str | None
+    seconds: float
+    steps: dict[int, int]  # optimizer steps recorded per rank
+    by_trace: Ranked
+    by_script: Ranked
+    by_both: Ranked
+    facts: dict[str, Any]
+    warnings: list[str]
+
+
+def load_cases(folder: Path) -> list[Case]:
+    spec = yaml.safe_load((folder / "cases.yaml").read_text())
+    framework = spec["framework"]
+    out = []
+    for script, entry in sorted(spec["cases"].items()):
+        entry = entry or {}
+        out.append(
+            Case(framework, folder / script, entry.get("cause"), list(entry.get("args", [])))
+        )
+    return out
+
+
+def framework_installed(folder: Path) -> bool:
+    framework = yaml.safe_load((folder / "cases.yaml").read_text())["framework"]
+    return importlib.util.find_spec(framework) is not None
+
+
+def all_folders(root: Path = HERE) -> list[Path]:
+    return sorted(p.parent for p in root.glob("*/cases.yaml"))
+
+
+def _ranked(diagnosis: Any) -> Ranked:
+    return Ranked([c.id for c in diagnosis.causes], {c.id: c.score for c in diagnosis.causes})
+
+
+def run_case(engine: Any, case: Case, out: Path, *, echo: bool = False) -> Outcome:
+    """Trace the case once and diagnose it by the trace, by the script and by both."""
+    from ddpadvisor.evidence.gather import Sources, gather
+    from ddpadvisor.evidence.trace_reader import load_trace, read_trace
+    from ddpadvisor.tracing.launch import run_traced
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env.setdefault("HF_DATASETS_OFFLINE", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("WANDB_DISABLED", "true")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    started = time.monotonic()
+    result = run_traced(
+        [str(case.script), *case.args],
+        out,
+        nproc=2,
+        echo=echo,
+        stall=180,
+        timeout=600,
+        env=env,
+    )
+    seconds = time.monotonic() - started
+    steps: dict[int, int] = {}
+    try:
+        ranks, _meta, _warnings = load_trace(out)
+        steps = {t.rank: len(t.steps) for t in ranks}
+    except Exception:  # a failed run may leave no trace; status says why
+        pass
+    traced = read_trace(engine.kb, out)
+    by_trace = engine.diagnose(traced.observations, warnings=traced.warnings)
+    scanned = gather(engine.kb, Sources(scripts=[case.script]))
+    by_script = engine.diagnose(scanned.observations, warnings=scanned.warnings)
+    both = gather(engine.kb, Sources(scripts=[case.script], traces=[out]))
+    by_both = engine.diagnose(both.observations, warnings=both.warnings)
+    failure = None if result.failure is None else f"{result.failure.kind}: {result.failure.message}"
+    return Outcome(
+        case,
+        result.status,
+        failure,
+        seconds,
+        steps,
+        _ranked(by_trace),
+        _ranked(by_script),
+        _ranked(by_both),
+        {o.fact: o.value for o in both.observations},
+        list(both.warnings),
+    )
+
+
+def run_cases(
+    engine: Any, cases: Iterable[Case], root: Path, workers: int = 2
+) -> dict[str, Outcome]:
+    cases = list(cases)
+
+    def one(case: Case) -> tuple[str, Outcome]:
+        out = root / case.framework / case.script.stem
+        return case.name, run_case(engine, case, out)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return dict(pool.map(one, cases))
+
+
+def problems(outcome: Outcome) -> list[str]:
+    """What the acceptance bar of issue 11 says is wrong with this outcome (empty: fine)."""
+    from ddpadvisor.engine.model import CATCH_ALL
+
+    c = outcome.case
+    found = []
+    if outcome.status != "ok":
+        return [f"{c.name}: run failed: {outcome.failure}"]
+    if len(outcome.steps) < 2 or min(outcome.steps.values(), default=0) == 0:
+        found.append(f"{c.name}: optimizer steps per rank {outcome.steps}")
+    if c.cause is None:
+        for how, ranked in (
+            ("trace", outcome.by_trace),
+            ("script", outcome.by_script),
+            ("both", outcome.by_both),
+        ):
+            first = ranked.ranking[0]
+            if first != CATCH_ALL and ranked.scores[first] >= CONFIDENT:
+                found.append(f"{c.name}: correct run, but by {how} {ranked.top()}")
+    else:
+        if outcome.by_trace.rank(c.cause) != 1:
+            found.append(
+                f"{c.name}: {c.cause} by trace ranked {outcome.by_trace.rank(c.cause)}: "
+                f"{outcome.by_trace.top()}"
+            )
+        r = outcome.by_script.rank(c.cause)
+        if r is None or r > 3:
+            found.append(f"{c.name}: {c.cause} by --script ranked {r}: {outcome.by_script.top()}")
+    return found
+
+
+def facts_line(outcome: Outcome) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(outcome.facts.items()))
