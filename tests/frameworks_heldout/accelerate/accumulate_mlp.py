@@ -22,13 +22,19 @@ def get_dataloader(batch_size):
 def training_function(config):
     accelerator = Accelerator(cpu=True, gradient_accumulation_steps=config["accum"])
     set_seed(config["seed"])
-    model = nn.Sequential(nn.Linear(10, 32), nn.GELU(), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 1))
+    model = nn.Sequential(
+        nn.Linear(10, 32), nn.GELU(), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 1)
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"])
     train_dl = get_dataloader(config["batch_size"])
     scheduler = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=config["lr"], total_steps=config["epochs"] * len(train_dl) // config["accum"] + 1
+        optimizer,
+        max_lr=config["lr"],
+        total_steps=config["epochs"] * len(train_dl) // config["accum"] + 1,
     )
-    model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
+    model, optimizer, train_dl, scheduler = accelerator.prepare(
+        model, optimizer, train_dl, scheduler
+    )
 
     loss_fn = nn.MSELoss()
     for epoch in range(config["epochs"]):

@@ -3,6 +3,7 @@
 The DataLoader is created by a factory that is also used for evaluation, so only the model,
 optimizer and scheduler go through accelerator.prepare.
 """
+
 import gc
 
 import torch

@@ -62,7 +62,9 @@ def main():
     model = GPT2LMHeadModel(config)
 
     g = torch.Generator().manual_seed(0)
-    blocks = torch.randint(0, config.vocab_size, (data_args.num_blocks, data_args.block_size), generator=g)
+    blocks = torch.randint(
+        0, config.vocab_size, (data_args.num_blocks, data_args.block_size), generator=g
+    )
     train_dataset = BlockDataset(blocks)
 
     trainer = Trainer(

@@ -4,6 +4,7 @@ The head weights come from an earlier run; the callback loads them on the main p
 when training begins (there is no checkpoint file here, so the 'earlier run' is a fresh
 head built with another seed).
 """
+
 import argparse
 import gc
 

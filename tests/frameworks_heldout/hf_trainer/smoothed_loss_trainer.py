@@ -73,7 +73,9 @@ if __name__ == "__main__":
         ddp_find_unused_parameters=False,
         disable_tqdm=True,
     )
-    trainer = SmoothedLMTrainer(model=model, args=args, train_dataset=make_rows(96), data_collator=collate)
+    trainer = SmoothedLMTrainer(
+        model=model, args=args, train_dataset=make_rows(96), data_collator=collate
+    )
     trainer.train()
 
     del trainer, model

@@ -27,7 +27,11 @@ class AutoEncoder(L.LightningModule):
         self.decoder = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 16))
 
     def on_train_start(self):
-        if self.trainer.is_global_zero and self.pretrained_path and os.path.exists(self.pretrained_path):
+        if (
+            self.trainer.is_global_zero
+            and self.pretrained_path
+            and os.path.exists(self.pretrained_path)
+        ):
             state = torch.load(self.pretrained_path, map_location="cpu")
             self.encoder.load_state_dict(state)
             print(f"loaded encoder from {self.pretrained_path}")
@@ -52,7 +56,9 @@ def previous_run_weights(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-steps", type=int, default=5)
-    ap.add_argument("--ckpt", default=os.path.join(tempfile.gettempdir(), "ddpadvisor-heldout-encoder.pt"))
+    ap.add_argument(
+        "--ckpt", default=os.path.join(tempfile.gettempdir(), "ddpadvisor-heldout-encoder.pt")
+    )
     args = ap.parse_args()
 
     if int(os.environ.get("RANK", "0")) == 0:

@@ -46,14 +46,28 @@ def main():
     torch.manual_seed(1)
 
     base = GPT2LMHeadModel(
-        GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=80, n_positions=16, bos_token_id=0, eos_token_id=0)
+        GPT2Config(
+            n_layer=2,
+            n_head=2,
+            n_embd=32,
+            vocab_size=80,
+            n_positions=16,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
     )
-    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], fan_in_fan_out=True))
+    peft_model = get_peft_model(
+        base, LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], fan_in_fan_out=True)
+    )
     ddp_model = DistributedDataParallel(peft_model)
 
     ds = Chunks(64, 16, 80)
-    dl = DataLoader(ds, batch_size=args.batch_size, sampler=DistributedSampler(ds, world_size, rank))
-    optimizer = torch.optim.AdamW((p for p in ddp_model.parameters() if p.requires_grad), lr=args.lr)
+    dl = DataLoader(
+        ds, batch_size=args.batch_size, sampler=DistributedSampler(ds, world_size, rank)
+    )
+    optimizer = torch.optim.AdamW(
+        (p for p in ddp_model.parameters() if p.requires_grad), lr=args.lr
+    )
     scheduler = get_linear_schedule_with_warmup(optimizer, 1, args.max_steps)
 
     ddp_model.train()

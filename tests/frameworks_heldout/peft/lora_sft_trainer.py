@@ -5,6 +5,7 @@ import gc
 import torch
 import torch.distributed as dist
 from peft import LoraConfig, TaskType, get_peft_model
+from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
     DataCollatorForLanguageModeling,
     LlamaConfig,
@@ -13,9 +14,23 @@ from transformers import (
     Trainer,
     TrainingArguments,
 )
-from tokenizers import Tokenizer, models, pre_tokenizers
 
-WORDS = "the a cat dog sat ran on under mat log quickly slowly and then".split()
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "ran",
+    "on",
+    "under",
+    "mat",
+    "log",
+    "quickly",
+    "slowly",
+    "and",
+    "then",
+]
 
 
 def build_tokenizer():
@@ -25,7 +40,11 @@ def build_tokenizer():
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
     )
 
 

@@ -65,7 +65,9 @@ def main():
             optim.zero_grad()
             step += 1
             if rank == 0:
-                print(f"step {step} loss {loss.item():.4f} grad_norm {norm.full_tensor().item():.3f}")
+                print(
+                    f"step {step} loss {loss.item():.4f} grad_norm {norm.full_tensor().item():.3f}"
+                )
             if step == steps:
                 break
         epoch += 1

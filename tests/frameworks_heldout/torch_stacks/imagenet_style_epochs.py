@@ -2,6 +2,7 @@
 
 Small conv net on random 3x16x16 images, several short epochs.
 """
+
 import argparse
 import gc
 import os
@@ -69,14 +70,21 @@ def main():
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(build_model(10))
     criterion = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(model.parameters(), args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
+    optimizer = torch.optim.SGD(
+        model.parameters(), args.lr, momentum=args.momentum, weight_decay=args.weight_decay
+    )
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
 
     g = torch.Generator().manual_seed(6)
-    train_dataset = torch.utils.data.TensorDataset(torch.randn(96, 3, 16, 16, generator=g), torch.randint(0, 10, (96,), generator=g))
+    train_dataset = torch.utils.data.TensorDataset(
+        torch.randn(96, 3, 16, 16, generator=g), torch.randint(0, 10, (96,), generator=g)
+    )
     train_sampler = torch.utils.data.distributed.DistributedSampler(train_dataset)
     train_loader = torch.utils.data.DataLoader(
-        train_dataset, batch_size=args.batch_size, shuffle=(train_sampler is None), sampler=train_sampler
+        train_dataset,
+        batch_size=args.batch_size,
+        shuffle=(train_sampler is None),
+        sampler=train_sampler,
     )
 
     for epoch in range(args.epochs):

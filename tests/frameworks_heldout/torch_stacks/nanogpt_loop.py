@@ -3,6 +3,7 @@ A nanoGPT-style trainer, shrunk for a CPU box. Config by globals, overridable wi
 --key=value on the command line; random windows out of one long token stream.
 $ torchrun --standalone --nproc_per_node=2 nanogpt_loop.py --max_iters=6
 """
+
 import gc
 import math
 import os
@@ -48,8 +49,12 @@ class Block(nn.Module):
         self.ln_1 = nn.LayerNorm(n_embd)
         self.attn = nn.MultiheadAttention(n_embd, n_head, dropout=dropout, batch_first=True)
         self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd))
-        self.register_buffer("mask", torch.triu(torch.ones(block_size, block_size, dtype=torch.bool), 1))
+        self.mlp = nn.Sequential(
+            nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd)
+        )
+        self.register_buffer(
+            "mask", torch.triu(torch.ones(block_size, block_size, dtype=torch.bool), 1)
+        )
 
     def forward(self, x):
         T = x.size(1)
@@ -76,14 +81,19 @@ class GPT(nn.Module):
         logits = self.lm_head(self.ln_f(x))
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            loss = F.cross_entropy(
+                logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1
+            )
         return logits, loss
 
     def configure_optimizers(self, weight_decay, learning_rate, betas):
         params = [p for p in self.parameters() if p.requires_grad]
         decay = [p for p in params if p.dim() >= 2]
         nodecay = [p for p in params if p.dim() < 2]
-        groups = [{"params": decay, "weight_decay": weight_decay}, {"params": nodecay, "weight_decay": 0.0}]
+        groups = [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": nodecay, "weight_decay": 0.0},
+        ]
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
 
 

@@ -35,7 +35,9 @@ class TinyLM(nn.Module):
         super().__init__()
         self.tok = nn.Embedding(vocab, dim)
         self.pos = nn.Parameter(torch.zeros(1, block, dim))
-        layer = nn.TransformerEncoderLayer(dim, 4, 2 * dim, dropout=0.0, batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            dim, 4, 2 * dim, dropout=0.0, batch_first=True, norm_first=True
+        )
         self.enc = nn.TransformerEncoder(layer, 2)
         self.head = nn.Linear(dim, vocab)
         self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(block))
@@ -55,7 +57,9 @@ class Trainer:
         self.data = data
         self.rank = int(os.environ["RANK"])
         self.model = DDP(model)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate, betas=(0.9, 0.95))
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=config.learning_rate, betas=(0.9, 0.95)
+        )
         self.iter_num = 0
 
     def sample_batch(self):

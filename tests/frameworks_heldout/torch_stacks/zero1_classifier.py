@@ -22,10 +22,18 @@ world = dist.get_world_size()
 
 torch.manual_seed(42)
 net = nn.Sequential(
-    nn.Linear(20, 64), nn.LayerNorm(64), nn.ReLU(), nn.Dropout(0.1), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 5)
+    nn.Linear(20, 64),
+    nn.LayerNorm(64),
+    nn.ReLU(),
+    nn.Dropout(0.1),
+    nn.Linear(64, 64),
+    nn.ReLU(),
+    nn.Linear(64, 5),
 )
 ddp_net = DDP(net)
-optimizer = ZeroRedundancyOptimizer(ddp_net.parameters(), optimizer_class=torch.optim.Adam, lr=opts.lr)
+optimizer = ZeroRedundancyOptimizer(
+    ddp_net.parameters(), optimizer_class=torch.optim.Adam, lr=opts.lr
+)
 
 gen = torch.Generator().manual_seed(8)
 feats = torch.randn(192, 20, generator=gen)
