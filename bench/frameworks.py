@@ -8,7 +8,8 @@ once under ``ddpadvisor trace`` through tests/frameworks/cases.py (``run_case``:
 diagnosed by the trace, by ``--script`` and by both) and once more without the agent (plain
 ``python -m torch.distributed.run``, the same environment) for the overhead. Both wall times
 include start-up and imports. Cases run one after the other, so the two timings of a case
-see the same machine.
+see the same machine; one run each is noisy on a shared machine (the load average is printed
+with every part); bench/trace_overhead.py measures the per-step overhead properly.
 
 Per case it prints the optimizer steps recorded per rank, traced vs plain wall time and the
 overhead, the top cause and score by each of the three ways, and whether the case meets the
@@ -247,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ddpadvisor-bench-frameworks-") as tmp:
         for (name, folders), (_, root) in zip(chosen, parts):
             rows: list[Row] = []
-            print(f"#### {name} zoo: {root.relative_to(REPO)}", flush=True)
+            load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+            print(f"#### {name} zoo: {root.relative_to(REPO)} (load average {load})", flush=True)
             for folder in folders:
                 framework = yaml.safe_load((folder / "cases.yaml").read_text())["framework"]
                 if not framework_installed(folder):
@@ -258,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"== {name} {folder.name} ({framework})", flush=True)
                 rows += run_folder(engine, folder, Path(tmp) / name)
             summary(name, rows)
+            print(f"  load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 
 
