@@ -28,9 +28,13 @@ from ddpadvisor.engine.model import CATCH_ALL
 from ddpadvisor.evidence.trace_reader import read_trace
 from ddpadvisor.tracing.launch import run_traced
 
+SUPPORT = Path(__file__).resolve().parent / "support"
+
 ZOO = Path(__file__).resolve().parent / "zoo"
 sys.path.insert(0, str(ZOO))
+sys.path.insert(0, str(SUPPORT))
 import twins  # noqa: E402  (tests/zoo/twins.py)
+from forkrun import Job, run_many  # noqa: E402  (tests/support/forkrun.py)
 
 MANIFEST = yaml.safe_load((ZOO / "manifest.yaml").read_text())["cases"]
 FAULTY = sorted(n for n, c in MANIFEST.items() if c["cause"])
@@ -39,32 +43,46 @@ CONTROLS = sorted(n for n, c in MANIFEST.items() if not c["cause"])
 pytestmark = pytest.mark.slow
 
 
+# Traced on the real launch path too (torchrun, sitecustomize, the supervisor): the fork
+# runner must measure what a real launch measures. One control, one that draws Python random
+# numbers per rank, one no_sync case.
+REAL_LAUNCH = ["control_mlp.py", "aug_same_rng.py", "nosync_flag_after_forward.py"]
+
+
+def _entry(engine, result, out: Path) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    got = read_trace(engine.kb, out)
+    diagnosis = engine.diagnose(got.observations, warnings=got.warnings)
+    return {
+        "result": result,
+        "facts": {o.fact: o for o in got.observations},
+        "ranking": [c.id for c in diagnosis.causes],
+        "scores": {c.id: c.score for c in diagnosis.causes},
+        "out": out,
+    }
+
+
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory, engine) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
-    """Trace each script and its fixed twin once, two launches at a time; diagnose each."""
+    """Trace each script and its fixed twin once (the fork runner, two jobs at a time), the
+    REAL_LAUNCH scripts once more through ``run_traced``; diagnose each."""
     root = tmp_path_factory.mktemp("zoo")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
-    jobs = [(name, ZOO / name, root / name) for name in MANIFEST]
+    jobs = [Job(name, ZOO / name, root / name) for name in MANIFEST]
     fixed = root / "fixed-scripts"
-    jobs += [(f"fixed/{n}", twins.write_fixed(n, fixed), root / f"fixed-{n}") for n in FAULTY]
+    jobs += [Job(f"fixed/{n}", twins.write_fixed(n, fixed), root / f"fixed-{n}") for n in FAULTY]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
 
-    def trace(job: tuple[str, Path, Path]) -> tuple[str, dict[str, Any]]:
-        name, script, out = job
-        result = run_traced(
-            [str(script)], out, nproc=2, echo=False, stall=120, timeout=600, env=env
-        )
-        got = read_trace(engine.kb, out)
-        diagnosis = engine.diagnose(got.observations, warnings=got.warnings)
-        return name, {
-            "result": result,
-            "facts": {o.fact: o for o in got.observations},
-            "ranking": [c.id for c in diagnosis.causes],
-            "scores": {c.id: c.score for c in diagnosis.causes},
-            "out": out,
-        }
+    def real(name: str) -> tuple[str, Any]:
+        out = root / f"real-{name}"
+        return name, (run_traced([str(ZOO / name)], out, nproc=2, echo=False, env=env), out)
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(trace, jobs))
+    with ThreadPoolExecutor(max_workers=1) as pool:  # beside the fork runner's two jobs
+        real_runs = pool.map(real, REAL_LAUNCH)
+        results = run_many(jobs, workers=2)
+        reals = dict(real_runs)
+    entries = {job.name: _entry(engine, results[job.name], job.out) for job in jobs}
+    for name, (result, out) in reals.items():
+        entries[f"real/{name}"] = _entry(engine, result, out)
+    return entries
 
 
 def _rank(entry: dict[str, Any], cause: str) -> int | None:
@@ -93,6 +111,19 @@ def _table(zoo: dict[str, dict[str, Any]]) -> str:
 def test_every_zoo_run_finishes(zoo):  # type: ignore[no-untyped-def]
     bad = {n: e["result"].failure for n, e in zoo.items() if e["result"].status != "ok"}
     assert not bad, bad
+
+
+@pytest.mark.parametrize("name", REAL_LAUNCH)
+def test_real_launch_measures_what_the_fork_runner_measures(zoo, name):  # type: ignore[no-untyped-def]
+    real, forked = zoo[f"real/{name}"], zoo[name]
+    assert real["result"].status == "ok", real["result"].failure
+    values = {f: o.value for f, o in forked["facts"].items()}
+    differ = {
+        f: (values.get(f), o.value) for f, o in real["facts"].items() if values.get(f) != o.value
+    }
+    differ.update({f: (v, None) for f, v in values.items() if f not in real["facts"]})
+    assert not differ, f"{name}: fact (fork runner, real launch): {differ}"
+    assert real["ranking"][:3] == forked["ranking"][:3]
 
 
 @pytest.mark.parametrize("name", sorted(MANIFEST))
