@@ -10,6 +10,7 @@ from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.interp import FuncRef
+from ddpadvisor.scan.library import hf_trainer
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     call_site,
@@ -39,13 +40,18 @@ def accumulation(rc: RuleContext) -> None:
                 where,
                 f"TrainingArguments(gradient_accumulation_steps={k_int})",
             )
-            if k_int >= 2:
-                rc.emit(
-                    "loss_divided_by_accum",
-                    True,
-                    where,
-                    "HF Trainer scales the loss for accumulation",
-                )
+        else:
+            k_int = None
+        own = _trainer_loss(rc)
+        if own is not None and (k_int is None or k_int >= 2):
+            rc.emit("loss_divided_by_accum", own.value, own.where, own.why)
+        elif own is None and k_int is not None and k_int >= 2:
+            rc.emit(
+                "loss_divided_by_accum",
+                True,
+                where,
+                "HF Trainer scales the loss for accumulation",
+            )
         rc.emit(
             "zero_grad_every_micro_step",
             False,
@@ -101,6 +107,27 @@ def accumulation(rc: RuleContext) -> None:
         rc.warn(f"{acc.k_where}: gradient accumulation found but its count is not a constant")
     _loss_divided(rc, acc)
     _zero_grad(rc, acc)
+
+
+def _trainer_loss(rc: RuleContext) -> hf_trainer.Decided | None:
+    """What a Trainer subclass's own compute_loss does to accumulation scaling."""
+    info = rc._class_of(rc.trainer())
+    if info is None:
+        return None
+    model = rc.obj(rc.trainer_model())
+    hf_model = any(
+        e.name.startswith(("transformers.", "peft.")) and _is_model_factory(apis.last(e.name))
+        for e in rc.a.calls()
+    )
+    return hf_trainer.loss_scaled_for_accumulation(
+        info, hf_trainer.model_takes_loss_kwargs(rc._class_of(model), hf_model)
+    )
+
+
+def _is_model_factory(name: str) -> bool:
+    return name in ("from_pretrained", "from_config", "get_peft_model") or name.endswith(
+        ("Model", "ForCausalLM", "LMHeadModel", "ForSequenceClassification")
+    )
 
 
 def _loss_divided(rc: RuleContext, acc: object) -> None:
