@@ -193,6 +193,7 @@ class Agent:
         self.scaled_map: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.loss_ptrs: list[int] = []
         self.sched_depth = 0
+        self.batch_depth = 0  # > 0 while a recorded batch sampler draws its next batch
         self.sched_total = 0
         self.sampler_ids: dict[int, int] = {}
         self.iterations = 0
