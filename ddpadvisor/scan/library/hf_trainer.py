@@ -15,7 +15,8 @@ read the override instead of assuming the framework's behaviour:
   (``loss_is_scaled_for_ga`` overrides that guess). An override that drops the count and
   returns a micro-batch mean is then summed over the micro-batches, not averaged.
   https://github.com/huggingface/transformers/blob/main/src/transformers/trainer.py
-  https://github.com/huggingface/transformers/pull/34191
+  https://github.com/huggingface/transformers/pull/34198
+  https://github.com/huggingface/trl/pull/5710
 """
 
 from __future__ import annotations
@@ -166,6 +167,28 @@ def _reads_labels(fn: ast.AST) -> bool:
     return any(isinstance(n, ast.Constant) and n.value == "labels" for n in ast.walk(fn))
 
 
+def _declared_scaled(info: ClassInfo) -> bool | None:
+    """What the subclass tells the Trainer about its loss: ``loss_is_scaled_for_ga`` (True:
+    already scaled), or ``model_accepts_loss_kwargs = False`` (so the Trainer divides), set in
+    the class body or on ``self`` in a method (TRL's trainers do the latter)."""
+    found: bool | None = None
+    for cls in info.mro():
+        for n in ast.walk(cls.node):
+            if not isinstance(n, (ast.Assign, ast.AnnAssign)) or not isinstance(
+                n.value, ast.Constant
+            ):
+                continue
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            for t in targets:
+                name = t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")
+                value = n.value.value
+                if name == "loss_is_scaled_for_ga" and isinstance(value, bool):
+                    return value
+                if name == "model_accepts_loss_kwargs" and value is False:
+                    found = False
+    return found
+
+
 def loss_scaled_for_accumulation(
     info: ClassInfo, model_takes_loss_kwargs: bool | None
 ) -> Decided | None:
@@ -178,8 +201,7 @@ def loss_scaled_for_accumulation(
     where = _where(owner, fn)
     if _calls_super(fn, "compute_loss"):
         return None
-    flag = info.find_attr("loss_is_scaled_for_ga")
-    declared = flag.const if flag is not None and isinstance(flag.const, bool) else None
+    declared = _declared_scaled(info)
     _, kwarg = _params(fn)
     if (div := _divides_by_accumulation(fn)) is not None:
         return Decided(
