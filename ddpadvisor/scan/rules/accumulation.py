@@ -616,6 +616,15 @@ def loss_shape(rc: RuleContext) -> None:
     if not signals:
         return
     if rc.hf:
+        own = _trainer_loss(rc)
+        if own is not None and not own.value:
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                False,
+                own.where,
+                "compute_loss returns each micro-batch's own mean and drops num_items_in_batch",
+            )
+            return
         val, where = rc.hf_arg("average_tokens_across_devices")
         if val is not None and val.known and val.const is True:
             rc.emit(
