@@ -1,6 +1,6 @@
 """A Trainer subclass that returns its own DataLoader: the Trainer shards only the loader it
 builds (accelerator.prepare), so this one is read in full on every rank."""
-# scan-facts: uses_distributed_sampler=false hand_written_loop=unknown
+# scan-facts: uses_distributed_sampler=false hand_written_loop=unknown calls_set_epoch=unknown
 from torch.utils.data import DataLoader
 from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
