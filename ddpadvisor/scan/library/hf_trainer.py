@@ -190,10 +190,11 @@ def _declared_scaled(info: ClassInfo) -> bool | None:
 
 
 def loss_scaled_for_accumulation(
-    info: ClassInfo, model_takes_loss_kwargs: bool | None
+    info: ClassInfo, model_takes_loss_kwargs: bool | None, labels_in_batch: bool = False
 ) -> Decided | None:
     """Whether the loss of an overridden ``compute_loss`` ends up divided over the accumulation
-    window (None: no override, or the scan cannot tell)."""
+    window (None: no override, or the scan cannot tell). The Trainer counts the tokens only
+    when the batch has ``labels`` (``labels_in_batch``: the script puts them there)."""
     found = _override(info, "compute_loss")
     if found is None:
         return None
@@ -229,7 +230,9 @@ def loss_scaled_for_accumulation(
             "the model takes no loss kwargs, so the Trainer divides the loss by the "
             "accumulation steps",
         )
-    if declared is None and (model_takes_loss_kwargs is None or not _reads_labels(fn)):
+    if declared is None and (
+        model_takes_loss_kwargs is None or not (labels_in_batch or _reads_labels(fn))
+    ):
         return None  # whether the Trainer counts the tokens depends on the model and the batch
     return Decided(
         False,
@@ -243,6 +246,24 @@ def loss_scaled_for_accumulation(
         )
         + ", so it never divides by gradient_accumulation_steps",
     )
+
+
+LABEL_COLLATORS = (
+    "DataCollatorForLanguageModeling",
+    "DataCollatorForSeq2Seq",
+    "DataCollatorForCompletionOnlyLM",
+)
+
+
+def script_labels(tree: ast.AST) -> bool:
+    """The script builds batches with a ``labels`` key (a literal key or subscript, or a
+    collator that adds them)."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and n.value == "labels":
+            return True
+        if isinstance(n, ast.Call) and _last(n.func) in LABEL_COLLATORS:
+            return True
+    return False
 
 
 def model_takes_loss_kwargs(model_class: ClassInfo | None, hf_model: bool) -> bool | None:

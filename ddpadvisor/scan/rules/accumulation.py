@@ -43,9 +43,16 @@ def accumulation(rc: RuleContext) -> None:
         else:
             k_int = None
         own = _trainer_loss(rc)
+        info = rc._class_of(rc.trainer())
+        overridden = info is not None and "compute_loss" in hf_trainer.loop_overrides(info)
         if own is not None and (k_int is None or k_int >= 2):
             rc.emit("loss_divided_by_accum", own.value, own.where, own.why)
-        elif own is None and k_int is not None and k_int >= 2:
+        elif overridden and own is None:
+            rc.warn(
+                f"{where or rc.label}: compute_loss is overridden; whether its loss is scaled "
+                "for accumulation is not decided"
+            )
+        elif k_int is not None and k_int >= 2:
             rc.emit(
                 "loss_divided_by_accum",
                 True,
@@ -119,8 +126,10 @@ def _trainer_loss(rc: RuleContext) -> hf_trainer.Decided | None:
         e.name.startswith(("transformers.", "peft.")) and _is_model_factory(apis.last(e.name))
         for e in rc.a.calls()
     )
+    labels = any(hf_trainer.script_labels(m.tree) for m in rc.walk.sources.modules.values())
+    labels = labels or hf_trainer.script_labels(rc.walk.sources.main.tree)
     return hf_trainer.loss_scaled_for_accumulation(
-        info, hf_trainer.model_takes_loss_kwargs(rc._class_of(model), hf_model)
+        info, hf_trainer.model_takes_loss_kwargs(rc._class_of(model), hf_model), labels
     )
 
 
