@@ -36,6 +36,7 @@ class Decided:
     value: bool
     where: str
     why: str
+    by_count: bool = False  # normalised by num_items_in_batch, the Trainer's token count
 
 
 def _where(info: ClassInfo, node: ast.AST) -> str:
@@ -216,6 +217,7 @@ def loss_scaled_for_accumulation(
             where,
             f"compute_loss normalises by {COUNT} (the target tokens of the whole accumulated "
             "batch)",
+            by_count=True,
         )
     if declared is False:
         return Decided(

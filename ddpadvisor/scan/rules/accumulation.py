@@ -635,6 +635,15 @@ def loss_shape(rc: RuleContext) -> None:
             )
             return
         val, where = rc.hf_arg("average_tokens_across_devices")
+        if own is not None and own.by_count and not (val is not None and val.const is False):
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                True,
+                own.where,
+                "compute_loss divides by num_items_in_batch, the target tokens of every "
+                "micro-batch (on every rank unless average_tokens_across_devices=False)",
+            )
+            return
         if val is not None and val.known and val.const is True:
             rc.emit(
                 "loss_normalised_by_global_tokens",

@@ -1,8 +1,15 @@
 """A Trainer subclass with a token-level loss over num_items_in_batch (times the processes, since
 DDP averages): normalised over the whole accumulated batch, as the Trainer expects."""
-# scan-facts: grad_accum_steps=4 loss_divided_by_accum=true
+# scan-facts: grad_accum_steps=4 loss_divided_by_accum=true loss_normalised_by_global_tokens=true
+# scan-facts: variable_length_sequences=true
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DataCollatorForLanguageModeling,
+    Trainer,
+    TrainingArguments,
+)
 
 from datasets import load_dataset
 
@@ -19,4 +26,6 @@ class TokenLossTrainer(Trainer):
 model = AutoModelForCausalLM.from_pretrained("gpt2")
 data = load_dataset("json", data_files="train.jsonl")["train"]
 args = TrainingArguments(output_dir="out", per_device_train_batch_size=2, gradient_accumulation_steps=4)
-TokenLossTrainer(model=model, args=args, train_dataset=data).train()
+tokenizer = AutoTokenizer.from_pretrained("gpt2")
+collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
+TokenLossTrainer(model=model, args=args, train_dataset=data, data_collator=collator).train()
