@@ -45,8 +45,10 @@ def accumulation(rc: RuleContext) -> None:
         own = _trainer_loss(rc)
         info = rc._class_of(rc.trainer())
         overridden = info is not None and "compute_loss" in hf_trainer.loop_overrides(info)
-        if own is not None and (k_int is None or k_int >= 2):
+        if own is not None and k_int is not None and k_int >= 2:
             rc.emit("loss_divided_by_accum", own.value, own.where, own.why)
+        elif own is not None and k_int is None and not own.value:
+            rc.warn(f"{own.where}: {own.why} (if the run accumulates)")
         elif overridden and own is None:
             rc.warn(
                 f"{where or rc.label}: compute_loss is overridden; whether its loss is scaled "
