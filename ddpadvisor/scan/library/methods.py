@@ -16,6 +16,7 @@ from ddpadvisor.scan.values import UNKNOWN, Val, merge
 
 if TYPE_CHECKING:
     from ddpadvisor.scan.interp.core import WalkerCore as Walker
+from ddpadvisor.scan.library import configs
 from ddpadvisor.scan.library.common import TENSOR_SAME, TRAINING_ARGS, wrap
 
 
@@ -251,15 +252,43 @@ def _parser_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -
         "parse_json_file",
         "parse_dict",
     ):
+        values = _config_values(w, ev, method, frame)
         items = []
         for dc in parser.extra.get("dataclasses", []):
-            items.append(_from_cli(w, dc, ev, frame))
+            items.append(_from_cli(w, dc, ev, frame, values))
         return Val(items=tuple(items)) if len(items) != 1 else items[0]
     return UNKNOWN
 
 
-def _from_cli(w: Walker, dc: Val, ev: Event, frame: Frame) -> Val:
-    """A dataclass instance filled from the command line: only its defaults are known."""
+def _config_values(w: Walker, ev: Event, method: str, frame: Frame) -> dict[str, Val] | None:
+    """The values HfArgumentParser reads from a config the scan can see: a dict literal
+    (``parse_dict``) or a JSON/YAML file whose path is a constant or sits next to the script
+    (``parse_json_file``/``parse_yaml_file``). None: the values come from the command line."""
+    if method == "parse_args_into_dataclasses":
+        return None
+    first = ev.args[0] if ev.args else next(iter(ev.kwargs.values()), None)
+    if method == "parse_dict":
+        if first is not None and first.mapping is not None:
+            return dict(first.mapping)
+        return None
+    node = ev.node
+    assert isinstance(node, ast.Call)
+    expr = node.args[0] if node.args else node.keywords[0].value if node.keywords else None
+    path = configs.config_path(first, expr, frame, w.sources.root, w.sources.main.path)
+    if path is None:
+        return None
+    data, problem = configs.read_config(path)
+    if data is None:
+        w.warnings.append(f"{w.sources.main.label}: {path.name}: {problem}; arguments unknown")
+        return None
+    return {k: Val(const=v) for k, v in data.items() if isinstance(k, str)}
+
+
+def _from_cli(
+    w: Walker, dc: Val, ev: Event, frame: Frame, values: dict[str, Val] | None = None
+) -> Val:
+    """A dataclass instance filled from the command line (only its defaults are known) or
+    from a config the scan read (``values``: its keys, the defaults for the rest)."""
 
     if dc.kind == "class" and isinstance(dc.const, ClassInfo):
         obj = w.new_obj(V.INSTANCE, ev.node, frame, canon=f"local:{dc.const.name}")
@@ -267,12 +296,18 @@ def _from_cli(w: Walker, dc: Val, ev: Event, frame: Frame) -> Val:
         for cls in reversed(dc.const.mro()):
             for name in cls.fields:
                 val = cls.attrs.get(name)
-                if val is not None:
-                    obj.attrs[name] = replace(val, taint=val.taint | {V.ARGDEFAULT})
+                if values is not None and name in values:
+                    obj.attrs[name] = values[name]
+                elif val is not None:
+                    taint = val.taint if values is not None else val.taint | {V.ARGDEFAULT}
+                    obj.attrs[name] = replace(val, taint=taint)
         return Val(kind=V.INSTANCE, ref=obj.ref)
     name = apis.last(dc.canon or "")
     if name in TRAINING_ARGS:
         obj = w.new_obj(V.TRAINING_ARGS, ev.node, frame, canon=dc.canon or name)
-        obj.extra["from_cli"] = True
+        if values is None:
+            obj.extra["from_cli"] = True
+        else:
+            obj.kwargs.update(values)  # a config file: its keys, TrainingArguments defaults
         return Val(kind=V.TRAINING_ARGS, ref=obj.ref)
     return UNKNOWN

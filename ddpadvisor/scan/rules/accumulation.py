@@ -10,6 +10,7 @@ from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.interp import FuncRef
+from ddpadvisor.scan.library import hf_trainer
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     call_site,
@@ -39,13 +40,27 @@ def accumulation(rc: RuleContext) -> None:
                 where,
                 f"TrainingArguments(gradient_accumulation_steps={k_int})",
             )
-            if k_int >= 2:
-                rc.emit(
-                    "loss_divided_by_accum",
-                    True,
-                    where,
-                    "HF Trainer scales the loss for accumulation",
-                )
+        else:
+            k_int = None
+        own = _trainer_loss(rc)
+        info = rc._class_of(rc.trainer())
+        overridden = info is not None and "compute_loss" in hf_trainer.loop_overrides(info)
+        if own is not None and k_int is not None and k_int >= 2:
+            rc.emit("loss_divided_by_accum", own.value, own.where, own.why)
+        elif own is not None and k_int is None and not own.value:
+            rc.warn(f"{own.where}: {own.why} (if the run accumulates)")
+        elif overridden and own is None:
+            rc.warn(
+                f"{where or rc.label}: compute_loss is overridden; whether its loss is scaled "
+                "for accumulation is not decided"
+            )
+        elif k_int is not None and k_int >= 2:
+            rc.emit(
+                "loss_divided_by_accum",
+                True,
+                where,
+                "HF Trainer scales the loss for accumulation",
+            )
         rc.emit(
             "zero_grad_every_micro_step",
             False,
@@ -101,6 +116,29 @@ def accumulation(rc: RuleContext) -> None:
         rc.warn(f"{acc.k_where}: gradient accumulation found but its count is not a constant")
     _loss_divided(rc, acc)
     _zero_grad(rc, acc)
+
+
+def _trainer_loss(rc: RuleContext) -> hf_trainer.Decided | None:
+    """What a Trainer subclass's own compute_loss does to accumulation scaling."""
+    info = rc._class_of(rc.trainer())
+    if info is None:
+        return None
+    model = rc.obj(rc.trainer_model())
+    hf_model = any(
+        e.name.startswith(("transformers.", "peft.")) and _is_model_factory(apis.last(e.name))
+        for e in rc.a.calls()
+    )
+    labels = any(hf_trainer.script_labels(m.tree) for m in rc.walk.sources.modules.values())
+    labels = labels or hf_trainer.script_labels(rc.walk.sources.main.tree)
+    return hf_trainer.loss_scaled_for_accumulation(
+        info, hf_trainer.model_takes_loss_kwargs(rc._class_of(model), hf_model), labels
+    )
+
+
+def _is_model_factory(name: str) -> bool:
+    return name in ("from_pretrained", "from_config", "get_peft_model") or name.endswith(
+        ("Model", "ForCausalLM", "LMHeadModel", "ForSequenceClassification")
+    )
 
 
 def _loss_divided(rc: RuleContext, acc: object) -> None:
@@ -589,7 +627,25 @@ def loss_shape(rc: RuleContext) -> None:
     if not signals:
         return
     if rc.hf:
+        own = _trainer_loss(rc)
+        if own is not None and not own.value:
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                False,
+                own.where,
+                "compute_loss returns each micro-batch's own mean and drops num_items_in_batch",
+            )
+            return
         val, where = rc.hf_arg("average_tokens_across_devices")
+        if own is not None and own.by_count and not (val is not None and val.const is False):
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                True,
+                own.where,
+                "compute_loss divides by num_items_in_batch, the target tokens of every "
+                "micro-batch (on every rank unless average_tokens_across_devices=False)",
+            )
+            return
         if val is not None and val.known and val.const is True:
             rc.emit(
                 "loss_normalised_by_global_tokens",

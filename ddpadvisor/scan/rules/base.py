@@ -125,6 +125,13 @@ class RuleContext:
         found = self.a.objs(V.TRAINER)
         return found[0] if found else None
 
+    def trainer_model(self) -> Val | None:
+        """The model handed to the Trainer (``model=`` or its first argument)."""
+        tr = self.trainer()
+        if tr is None:
+            return None
+        return tr.kwargs.get("model") or (tr.args[0] if tr.args else None)
+
     def training_args(self) -> Obj | None:
         tr = self.trainer()
         if tr is not None:

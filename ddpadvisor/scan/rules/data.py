@@ -8,6 +8,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event, LoopCtx
+from ddpadvisor.scan.library import hf_trainer
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     cli_switched,
@@ -46,12 +47,22 @@ def data_sharding(rc: RuleContext) -> None:
     fact = "uses_distributed_sampler"
     if rc.hf:
         tr = rc.trainer()
-        rc.emit(
-            fact,
-            True,
-            tr.where if tr else "",
-            "HF Trainer shards the data with a DistributedSampler",
-        )
+        info = rc._class_of(tr)
+        own = hf_trainer.train_loader(info) if info is not None else None
+        if own is not None:
+            rc.emit(fact, own.value, own.where, own.why)
+        elif info is None or info.find_method("get_train_dataloader") is None:
+            rc.emit(
+                fact,
+                True,
+                tr.where if tr else "",
+                "HF Trainer shards its DataLoader per process (accelerator.prepare)",
+            )
+        else:
+            rc.warn(
+                f"{tr.where if tr else rc.label}: get_train_dataloader is overridden; "
+                "whether it shards the data is not decided"
+            )
         return
     loader = rc.training_loader()
     if loader is None:
@@ -276,6 +287,9 @@ def set_epoch(rc: RuleContext) -> None:
     fact = "calls_set_epoch"
     if rc.hf:
         tr = rc.trainer()
+        info = rc._class_of(tr)
+        if info is not None and "get_train_dataloader" in hf_trainer.loop_overrides(info):
+            return  # the subclass's own loader: the Trainer's epoch handling may not reach it
         rc.emit(
             fact,
             True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text, text
+from ddpadvisor.scan.library import hf_trainer
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     const,
@@ -73,6 +74,16 @@ def loop_kind(rc: RuleContext) -> None:
     fact = "hand_written_loop"
     if rc.hf:
         tr = rc.trainer()
+        info = rc._class_of(tr)
+        taken = hf_trainer.loop_overrides(info) if info is not None else []
+        if taken:
+            # the subclass does part of the loop's job itself (loss scaling, sharding): the
+            # framework no longer vouches for it, so the fact is left to the other evidence
+            rc.warn(
+                f"{tr.where if tr else rc.label}: the Trainer subclass overrides "
+                f"{', '.join(taken)}; that part of the loop is read as the script's own code"
+            )
+            return
         rc.emit(fact, False, tr.where if tr else "", "the HF Trainer runs the training loop")
         return
     if rc.acc:

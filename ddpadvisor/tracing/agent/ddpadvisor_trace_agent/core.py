@@ -193,6 +193,7 @@ class Agent:
         self.scaled_map: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.loss_ptrs: list[int] = []
         self.sched_depth = 0
+        self.batch_depth = 0  # > 0 while a recorded batch sampler draws its next batch
         self.sched_total = 0
         self.sampler_ids: dict[int, int] = {}
         self.iterations = 0
@@ -742,10 +743,19 @@ def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
             scale_ptrs.add(sc.data_ptr())
     factor = 1.0
     fn = loss.grad_fn
-    for _ in range(6):
+    nr = getattr(loss, "output_nr", 0)
+    for _ in range(8):
         if fn is None:
             break
         name = type(fn).__name__
+        if _is_identity_sink(fn):
+            # DDP passes its outputs through ``_DDPSink`` (an identity) when it must find
+            # unused parameters: follow the edge of the output this loss came from.
+            edges = fn.next_functions
+            if not 0 <= nr < len(edges) or edges[nr][0] is None:
+                break
+            fn, nr = edges[nr]
+            continue
         if name not in ("DivBackward0", "MulBackward0"):
             break
         try:
@@ -763,11 +773,17 @@ def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
             if value == 0.0 or not math.isfinite(value):
                 return None, False
             factor = factor / value if name == "DivBackward0" else factor * value
-        nxt = [f for f, _ in fn.next_functions if f is not None]
+        nxt = [(f, n) for f, n in fn.next_functions if f is not None]
         if len(nxt) != 1:
             break
-        fn = nxt[0]
+        fn, nr = nxt[0]
     return factor, False
+
+
+def _is_identity_sink(fn: Any) -> bool:
+    """The backward node of DDP's ``_DDPSink``, which hands each output's gradient through."""
+    cls = getattr(fn, "_forward_cls", None)
+    return getattr(cls, "__name__", "") == "_DDPSink" and len(fn.next_functions) > 0
 
 
 def _optimizer_record(opt: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Hooks into torch: clip_grad_norm_: the value it returned and where it ran."""
+"""Hooks into torch: clip_grad_norm_ (and clip_grads_with_norm_): the norm and where it ran."""
 
 from __future__ import annotations
 
@@ -27,6 +27,23 @@ def install() -> None:
 
     for owner in (nn_utils, clip_mod):
         _wrap(owner, "clip_grad_norm_", f"clip.{owner.__name__}", make)
+
+    def make_with_norm(orig: Any) -> Any:
+        # The two-part API (get_total_norm, then clip_grads_with_norm_) that accelerate's
+        # clip_grad_norm_ and sharded trainers call. Only the public name is wrapped: torch's
+        # own clip_grad_norm_ calls the private one, so a clip is never recorded twice.
+        def clip_grads_with_norm_(*args: Any, **kwargs: Any) -> Any:
+            out = orig(*args, **kwargs)
+            a = rt.AGENT
+            if a is not None and not _busy() and not _compiling():
+                norm = args[2] if len(args) > 2 else kwargs.get("total_norm")
+                a.safe("clip", _record_clip, a, norm)
+            return out
+
+        return clip_grads_with_norm_
+
+    if hasattr(nn_utils, "clip_grads_with_norm_"):
+        _wrap(nn_utils, "clip_grads_with_norm_", "clip.with_norm", make_with_norm)
 
 
 def _record_clip(a: Agent, norm: Any) -> None:
