@@ -173,7 +173,8 @@ def _offered(diagnosis: Diagnosis, kb: KnowledgeBase) -> list[tuple[str, tuple[s
     if steps:
         for step in steps:
             fact = getattr(step, "fact", None)
-            many = [fact] if fact else list(getattr(step, "facts", None) or [])
+            settles = getattr(step, "settles", None) or getattr(step, "facts", None) or []
+            many = [fact] if fact else list(settles)
             facts = tuple(str(f) for f in many if str(f) in kb.facts)
             if facts:
                 out.append((str(getattr(step, "kind", "ask")), facts))
