@@ -33,6 +33,15 @@ def tolist(t: Any) -> Any:
     return _ORIG.get("tolist", torch.Tensor.tolist)(t)
 
 
+def _local(t: Any) -> Any:
+    """This rank's part of a DTensor (FSDP2 parameters, their gradients and optimizer state);
+    any other tensor as it is. Reading it never runs a collective."""
+    to_local = getattr(t, "to_local", None)
+    if to_local is not None and getattr(t, "placements", None) is not None:
+        return to_local()
+    return t
+
+
 ENV_DIR = "DDPADVISOR_TRACE"
 
 

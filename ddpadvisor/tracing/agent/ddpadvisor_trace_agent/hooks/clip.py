@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from .. import runtime as rt
-from ..core import Agent
+from ..core import Agent, _local
 from ..runtime import _busy, _compiling, _wrap
 
 
@@ -47,13 +47,26 @@ def _record_clip(a: Agent, norm: Any) -> None:
                 before_unscale = True
     w.clips.append(
         {
-            "norm": norm.detach().clone() if isinstance(norm, torch.Tensor) else norm,
+            "norm": _norm_value(norm),
             "unsynced": bool(a.ddps) and last is not None and last.buckets == 0,
             "before_unscale": before_unscale,
             "n_bwd": len(w.backwards),
         }
     )
     a.cfg("clip", {"k": "cfg", "clip": True})
+
+
+def _norm_value(norm: Any) -> Any:
+    """The total norm clip_grad_norm_ returned; None when it is a DTensor that is not
+    replicated (a partial norm per rank), which only a collective could complete."""
+    if not isinstance(norm, torch.Tensor):
+        return norm
+    placements = getattr(norm, "placements", None)
+    if placements is not None and not all(
+        getattr(p, "is_replicate", lambda: False)() for p in placements
+    ):
+        return None
+    return _local(norm).detach().clone()
 
 
 def uninstall() -> None:
