@@ -210,6 +210,7 @@ class Agent:
         self.opt_seen: set[int] = set()
         self.opt_stack: list[int] = []  # optimizers whose step() is under way, outermost first
         self.nested_opts: set[int] = set()
+        self.first_checked = False
         self.primary_before_wrap = False
         self.over_ddp: dict[int, bool] = {}  # optimizer id -> it holds DDP-wrapped parameters
         self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -505,7 +506,16 @@ class Agent:
     def on_opt_pre(self, opt: Any) -> None:
         if id(opt) in self.opt_stack:  # an earlier step of it raised: start afresh
             self.opt_stack.clear()
+        outermost = not self.opt_stack
         self.opt_stack.append(id(opt))
+        current = self.primary() if self.primary is not None else None
+        if outermost and self.step == 0 and self.ddps and not self.first_checked:
+            if current is None or current is opt:
+                # Replicas as the first step's forward and backward saw them: DDP broadcast
+                # them at wrapping, so a difference now was made on some ranks since then
+                # (and an optimizer that re-broadcasts parameters may hide it later).
+                self.first_checked = True
+                self.check(opt, False)
 
     def on_opt_post(self, opt: Any) -> None:
         if self.opt_stack and self.opt_stack[-1] == id(opt):
