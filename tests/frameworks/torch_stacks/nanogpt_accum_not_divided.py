@@ -61,7 +61,7 @@ parser.add_argument("--max_iters", type=int, default=8)
 parser.add_argument("--gradient_accumulation_steps", type=int, default=4)
 args = parser.parse_args()
 
-batch_size = 4
+batch_size = 12
 block_size = 16
 learning_rate = 6e-4
 min_lr = 6e-5
