@@ -15,8 +15,6 @@ from typing import Any
 
 import pytest
 
-from ddpadvisor.service import load_engine
-
 FRAMEWORKS = Path(__file__).resolve().parent / "frameworks"
 sys.path.insert(0, str(FRAMEWORKS))
 import cases as zoo  # noqa: E402  (tests/frameworks/cases.py)
@@ -31,9 +29,9 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def outcomes(engine: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("torch_stacks")
-    return zoo.run_cases(load_engine(), CASES, root)
+    return zoo.run_cases(engine, CASES, root)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.script.name for c in CASES])
