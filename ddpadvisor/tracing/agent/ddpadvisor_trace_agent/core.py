@@ -428,6 +428,8 @@ class Agent:
 
     # -- backward --------------------------------------------------------------------------
     def before_backward(self, loss: Any) -> Backward:
+        if rt.LATE:
+            rt.run_late()
         self.counters["bwd"] += 1
         self.counters["phase"] = "backward"
         self.safe("comm", self.ensure_comm_hooks)
@@ -509,13 +511,13 @@ class Agent:
         outermost = not self.opt_stack
         self.opt_stack.append(id(opt))
         current = self.primary() if self.primary is not None else None
-        if outermost and self.step == 0 and self.ddps and not self.first_checked:
-            if current is None or current is opt:
-                # Replicas as the first step's forward and backward saw them: DDP broadcast
-                # them at wrapping, so a difference now was made on some ranks since then
-                # (and an optimizer that re-broadcasts parameters may hide it later).
-                self.first_checked = True
-                self.check(opt, False)
+        first = outermost and self.step == 0 and not self.first_checked
+        if first and self.ddps and (current is None or current is opt):
+            # Replicas as the first step's forward and backward saw them: DDP broadcast them
+            # at wrapping, so a difference now was made on some ranks since then (and an
+            # optimizer that re-broadcasts parameters may hide it later).
+            self.first_checked = True
+            self.check(opt, False)
 
     def on_opt_post(self, opt: Any) -> None:
         if self.opt_stack and self.opt_stack[-1] == id(opt):

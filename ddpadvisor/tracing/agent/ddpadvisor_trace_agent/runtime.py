@@ -42,6 +42,23 @@ def _local(t: Any) -> Any:
     return t
 
 
+LATE: list[tuple[str, Callable[[], None]]] = []  # (patch, installer) run once at the first backward
+
+
+def run_late() -> None:
+    """Patch entry points of modules the job imported after torch (FSDP's own clipping, say),
+    without importing them for every job. Each runs once; a failure leaves the rest."""
+    pending, LATE[:] = list(LATE), []
+    for name, fn in pending:
+        CURRENT[0] = name
+        try:
+            fn()
+        except Exception:
+            pass
+        finally:
+            CURRENT[0] = ""
+
+
 ENV_DIR = "DDPADVISOR_TRACE"
 
 

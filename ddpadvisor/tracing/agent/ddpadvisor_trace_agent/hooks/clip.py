@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -15,11 +16,17 @@ def install() -> None:
     import torch.nn.utils as nn_utils
     import torch.nn.utils.clip_grad as clip_mod
 
+    depth = [0]  # a clip that calls another (a wrapper's method, torch's function) counts once
+
     def make(orig: Any) -> Any:
         def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
-            norm = orig(*args, **kwargs)
+            depth[0] += 1
+            try:
+                norm = orig(*args, **kwargs)
+            finally:
+                depth[0] -= 1
             a = rt.AGENT
-            if a is not None and not _busy() and not _compiling():
+            if a is not None and depth[0] == 0 and not _busy() and not _compiling():
                 a.safe("clip", _record_clip, a, norm)
             return norm
 
@@ -27,6 +34,15 @@ def install() -> None:
 
     for owner in (nn_utils, clip_mod):
         _wrap(owner, "clip_grad_norm_", f"clip.{owner.__name__}", make)
+
+    def fsdp_method() -> None:
+        # FSDP1 clips through its own method (it all-reduces the shards' norms itself).
+        fsdp = sys.modules.get("torch.distributed.fsdp.fully_sharded_data_parallel")
+        cls = getattr(fsdp, "FullyShardedDataParallel", None)
+        if cls is not None:
+            _wrap(cls, "clip_grad_norm_", "clip.fsdp", make)
+
+    rt.LATE.append(("clip", fsdp_method))
 
 
 def _record_clip(a: Agent, norm: Any) -> None:
@@ -71,4 +87,5 @@ def _norm_value(norm: Any) -> Any:
 
 def uninstall() -> None:
     """Take this patch's wrappers and hooks back out."""
+    rt.LATE[:] = [(name, fn) for name, fn in rt.LATE if name != "clip"]
     rt.undo("clip")
