@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
 
 from .. import runtime as rt
-from ..core import Agent
+from ..core import Agent, _local
 from ..runtime import _busy, _compiling, _wrap
 
 
@@ -15,11 +16,17 @@ def install() -> None:
     import torch.nn.utils as nn_utils
     import torch.nn.utils.clip_grad as clip_mod
 
+    depth = [0]  # a clip that calls another (a wrapper's method, torch's function) counts once
+
     def make(orig: Any) -> Any:
         def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
-            norm = orig(*args, **kwargs)
+            depth[0] += 1
+            try:
+                norm = orig(*args, **kwargs)
+            finally:
+                depth[0] -= 1
             a = rt.AGENT
-            if a is not None and not _busy() and not _compiling():
+            if a is not None and depth[0] == 0 and not _busy() and not _compiling():
                 a.safe("clip", _record_clip, a, norm)
             return norm
 
@@ -35,7 +42,7 @@ def install() -> None:
         def clip_grads_with_norm_(*args: Any, **kwargs: Any) -> Any:
             out = orig(*args, **kwargs)
             a = rt.AGENT
-            if a is not None and not _busy() and not _compiling():
+            if a is not None and depth[0] == 0 and not _busy() and not _compiling():
                 norm = args[2] if len(args) > 2 else kwargs.get("total_norm")
                 a.safe("clip", _record_clip, a, norm)
             return out
@@ -44,6 +51,15 @@ def install() -> None:
 
     if hasattr(nn_utils, "clip_grads_with_norm_"):
         _wrap(nn_utils, "clip_grads_with_norm_", "clip.with_norm", make_with_norm)
+
+    def fsdp_method() -> None:
+        # FSDP1 clips through its own method (it all-reduces the shards' norms itself).
+        fsdp = sys.modules.get("torch.distributed.fsdp.fully_sharded_data_parallel")
+        cls = getattr(fsdp, "FullyShardedDataParallel", None)
+        if cls is not None:
+            _wrap(cls, "clip_grad_norm_", "clip.fsdp", make)
+
+    rt.LATE.append(("clip", fsdp_method))
 
 
 def _record_clip(a: Agent, norm: Any) -> None:
@@ -64,7 +80,7 @@ def _record_clip(a: Agent, norm: Any) -> None:
                 before_unscale = True
     w.clips.append(
         {
-            "norm": norm.detach().clone() if isinstance(norm, torch.Tensor) else norm,
+            "norm": _norm_value(norm),
             "unsynced": bool(a.ddps) and last is not None and last.buckets == 0,
             "before_unscale": before_unscale,
             "n_bwd": len(w.backwards),
@@ -73,6 +89,20 @@ def _record_clip(a: Agent, norm: Any) -> None:
     a.cfg("clip", {"k": "cfg", "clip": True})
 
 
+def _norm_value(norm: Any) -> Any:
+    """The total norm clip_grad_norm_ returned; None when it is a DTensor that is not
+    replicated (a partial norm per rank), which only a collective could complete."""
+    if not isinstance(norm, torch.Tensor):
+        return norm
+    placements = getattr(norm, "placements", None)
+    if placements is not None and not all(
+        getattr(p, "is_replicate", lambda: False)() for p in placements
+    ):
+        return None
+    return _local(norm).detach().clone()
+
+
 def uninstall() -> None:
     """Take this patch's wrappers and hooks back out."""
+    rt.LATE[:] = [(name, fn) for name, fn in rt.LATE if name != "clip"]
     rt.undo("clip")

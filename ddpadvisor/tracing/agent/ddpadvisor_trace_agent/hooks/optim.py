@@ -24,6 +24,7 @@ def install() -> None:
         a = rt.AGENT
         if a is not None and not _compiling():
             a.counters["phase"] = "optimizer"
+            a.safe("step", a.on_opt_pre, opt)
         return None
 
     def post(opt: Any, args: Any, kwargs: Any) -> None:
