@@ -72,7 +72,9 @@ def main() -> None:
     while done < args.steps:
         for batch in loader:
             logits = model(batch["input_ids"])
-            loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), batch["labels"].reshape(-1))
+            loss = nn.functional.cross_entropy(
+                logits.reshape(-1, VOCAB), batch["labels"].reshape(-1)
+            )
             accelerator.backward(loss)
             accelerator.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
