@@ -404,6 +404,15 @@ def hf_trainer(c: Call) -> Val:
     return _new(c, V.TRAINER, args_named(c.ev, ["model", "args"]))
 
 
+@symbol(
+    when=lambda canon, n: (
+        n == "Trainer" and canon.split(".")[0] in ("lightning", "pytorch_lightning")
+    )
+)
+def lightning_trainer(c: Call) -> Val:
+    return _new(c, V.PL_TRAINER)
+
+
 @symbol("argparse.ArgumentParser", names=("ArgumentParser", "HfArgumentParser"))
 def argument_parser(c: Call) -> Val:
     parser = _new(c, V.ARGPARSER, defaults={})

@@ -89,6 +89,7 @@ def loop_kind(rc: RuleContext) -> None:
         e
         for e in a.calls("fit")
         if "lightning" in e.name.lower()
+        or (e.recv is not None and e.recv.kind == V.PL_TRAINER)
         or (e.recv is not None and e.recv.kind is None and "trainer" in recv_text(e).lower())
     ]
     if fits:
