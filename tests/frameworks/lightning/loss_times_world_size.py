@@ -55,7 +55,7 @@ def main() -> None:
         num_nodes=1,
         strategy="ddp",
         max_steps=args.max_steps,
-        accumulate_grad_batches=2,
+        accumulate_grad_batches=4,
         gradient_clip_val=1.0,
         precision=args.precision,
         enable_checkpointing=False,
