@@ -2,7 +2,10 @@
 
 Launched with ``torchrun --nproc_per_node 2 loss_times_world_size.py``. Fault: the loss is
 multiplied by the world size "because DDP averages the gradients"; DDP's average is already the
-gradient of the global mean loss, so every update is world_size times too large.
+gradient of the global mean loss, so every SGD update is world_size times too large. It
+accumulates 4 batches: Lightning divides the loss by them, so the trace sees the factor
+world_size / 4 (with world_size = accumulation = 2 it could not tell this from a missing
+division).
 """
 
 import argparse
@@ -14,7 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 
 class Classifier(L.LightningModule):
-    def __init__(self, lr: float = 1e-3) -> None:
+    def __init__(self, lr: float = 0.05) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
@@ -30,7 +33,7 @@ class Classifier(L.LightningModule):
         return loss
 
     def configure_optimizers(self):  # type: ignore[no-untyped-def]
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr)
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr, momentum=0.9)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 4))
         return {
             "optimizer": optimizer,
