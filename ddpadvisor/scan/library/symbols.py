@@ -445,8 +445,10 @@ def no_grad(c: Call) -> Val:
 # -- models and losses ----------------------------------------------------------------------
 
 
-@symbol(names=("from_pretrained",))
+@symbol(names=("from_pretrained", "from_config"))
 def from_pretrained(c: Call) -> Val:
+    """``AutoModelFor….from_pretrained(name)`` or ``.from_config(config)`` (a model built from a
+    config, no download): a model of that class either way."""
     parts = c.canon.split(".")
     hf_cls = parts[-2] if len(parts) >= 2 else ""
     if any(s in hf_cls for s in ("Tokenizer", "Processor", "Config", "FeatureExtractor")):

@@ -58,7 +58,9 @@ def accumulation(rc: RuleContext) -> None:
         _lightning_accumulation(rc)
         return
     if acc.style == "framework":
-        if acc.k is not None:
+        if acc.k is not None and acc.k_default:
+            rc.cli_default("grad_accum_steps", acc.k, acc.k_where)
+        elif acc.k is not None:
             rc.emit(
                 "grad_accum_steps",
                 acc.k,
