@@ -108,6 +108,8 @@ class Analysis:
             return "hf_trainer"
         if trainers:
             return "hf_trainer"
+        if any(o.extra.get("fit") is not None for o in self.objs(V.PL_TRAINER)):
+            return "lightning"
         if self.objs(V.ACCELERATOR) and any(
             e.recv is not None
             and e.recv.kind == V.ACCELERATOR

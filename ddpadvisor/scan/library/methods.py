@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Ctx, Event
-from ddpadvisor.scan.interp.frames import ClassInfo, Frame
+from ddpadvisor.scan.interp.frames import ClassInfo, Frame, FuncRef
 from ddpadvisor.scan.values import UNKNOWN, Val, merge
 
 if TYPE_CHECKING:
@@ -71,6 +71,8 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
         return UNKNOWN
     if kind == V.ACCELERATOR:
         return _accelerator_method(w, ev, recv, method, frame)
+    if kind == V.PL_TRAINER and method == "fit":
+        return _lightning_fit(w, ev, recv, frame, ctx)
     if kind == V.ARGPARSER:
         return _parser_method(w, ev, recv, method, frame)
     if kind == V.DATASET and method == "shard":
@@ -199,6 +201,75 @@ def _prepared(w: Walker, ev: Event, val: Val, frame: Frame, acc: object) -> Val:
     if obj is not None:
         obj.extra["accelerate"] = True
     return val
+
+
+# Lightning's fit(): the hooks it calls on the LightningModule after the strategy wrapped it in
+# DDP, in its order (lightning/pytorch/trainer/trainer.py _run, loops/fit_loop.py,
+# loops/training_epoch_loop.py). training_step's return value is the loss Lightning backwards.
+_LIGHTNING_HOOKS = (
+    "configure_optimizers",
+    "on_fit_start",
+    "on_train_start",
+    "on_train_epoch_start",
+    "on_train_batch_start",
+    "training_step",
+    "on_train_batch_end",
+    "on_train_epoch_end",
+)
+
+
+def _lightning_fit(w: Walker, ev: Event, recv: Val, frame: Frame, ctx: Ctx) -> Val:
+    trainer = w.obj(recv)
+    module = ev.args[0] if ev.args else ev.kwargs.get("model")
+    mobj = w.obj(module)
+    if trainer is None or module is None or mobj is None:
+        return UNKNOWN
+    info = mobj.extra.get("class")
+    if not isinstance(info, ClassInfo):
+        return UNKNOWN
+    strategy = trainer.kwargs.get("strategy")
+    wrapped = module
+    if strategy is None or not strategy.known or "ddp" in str(strategy.const):
+        wrapped = wrap(w, ev, frame, "lightning.Trainer.fit", module, V.DDP)
+        wobj = w.obj(wrapped)
+        if wobj is not None:
+            wobj.extra["lightning"] = True
+    loader = ev.args[1] if len(ev.args) > 1 else ev.kwargs.get("train_dataloaders")
+    hooks: dict[str, Val] = {}
+    found = info.find_method("train_dataloader")
+    if loader is None and found is not None:
+        ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
+        loader = w.inline(ref, [], {}, module, ev.node, frame, ctx)  # type: ignore[arg-type]
+    if loader is not None:
+        trainer.extra["train_loader"] = loader
+    for name in _LIGHTNING_HOOKS:
+        found = info.find_method(name)
+        if found is None:
+            continue
+        ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
+        args: list[Val] = []
+        if name == "training_step":
+            batch = w.element_of(loader, None) if loader is not None else UNKNOWN
+            args = [batch, UNKNOWN]
+        hooks[name] = w.inline(ref, args, {}, module, ev.node, frame, ctx)  # type: ignore[arg-type]
+    trainer.extra["fit"] = ev
+    trainer.extra["hooks"] = hooks
+    trainer.extra["manual"] = _manual_optimization(info)
+    return UNKNOWN
+
+
+def _manual_optimization(info: ClassInfo) -> bool | None:
+    """``self.automatic_optimization = False`` anywhere in the module's class: the user's
+    training_step runs backward and step itself (Lightning's manual optimization)."""
+    for cls in info.mro():
+        for node in ast.walk(cls.node):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and t.attr == "automatic_optimization"
+                for t in node.targets
+            ):
+                value = node.value
+                return isinstance(value, ast.Constant) and value.value is False
+    return False
 
 
 def _parser_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -> Val:

@@ -87,8 +87,10 @@ def loop_kind(rc: RuleContext) -> None:
         rc.emit(fact, False, tr.where if tr else "", "the HF Trainer runs the training loop")
         return
     if rc.acc:
+        # kb/facts.yaml: your own loop on accelerate is hand-written; accelerate wraps the
+        # model, optimizer and loader, the loop's forward, loss and step are the user's
         acc = a.objs(V.ACCELERATOR)[0]
-        rc.emit(fact, False, acc.where, "the loop runs through accelerate")
+        rc.emit(fact, True, acc.where, "your own training loop on accelerate")
         return
     if any(o.extra.get("deepspeed") for o in a.ddps):
         ds = next(o for o in a.ddps if o.extra.get("deepspeed"))
@@ -98,6 +100,7 @@ def loop_kind(rc: RuleContext) -> None:
         e
         for e in a.calls("fit")
         if "lightning" in e.name.lower()
+        or (e.recv is not None and e.recv.kind == V.PL_TRAINER)
         or (e.recv is not None and e.recv.kind is None and "trainer" in recv_text(e).lower())
     ]
     if fits:

@@ -2,7 +2,8 @@
 
 Launched with ``torchrun --nproc_per_node 2 correct_bf16_transformer.py --cpu
 --mixed-precision bf16``. Correct: prepare() wraps the forward in autocast and shards the
-batches; the loss is the mean token cross-entropy; clipping goes through the Accelerator.
+batches; the loss is the mean token cross-entropy; clipping goes through the Accelerator; the
+printed loss is averaged over the processes.
 """
 
 import argparse
@@ -72,7 +73,9 @@ def main() -> None:
     while done < args.steps:
         for batch in loader:
             logits = model(batch["input_ids"])
-            loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), batch["labels"].reshape(-1))
+            loss = nn.functional.cross_entropy(
+                logits.reshape(-1, VOCAB), batch["labels"].reshape(-1)
+            )
             accelerator.backward(loss)
             accelerator.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -80,7 +83,8 @@ def main() -> None:
             optimizer.zero_grad(set_to_none=True)
             done += 1
             if done % 4 == 0:
-                accelerator.print(f"step {done} loss {loss.item():.3f}")
+                mean_loss = accelerator.reduce(loss.detach(), reduction="mean")
+                accelerator.print(f"step {done} loss {mean_loss.item():.3f}")
             if done >= args.steps:
                 break
 

@@ -68,7 +68,8 @@ def install() -> None:
             )
 
     def subclasses(cls: type) -> list[type]:
-        out = []
+        out: list[type] = []
+        sub: type
         for sub in cls.__subclasses__():
             out += [sub, *subclasses(sub)]
         return out
