@@ -12,8 +12,11 @@ exists, otherwise none). The simulated user confirms an extracted fact that agre
 recorded answer, corrects one that disagrees, and rejects one they have no answer for (it would
 put words in their mouth). Then it takes the tool's best next step at most ``--steps`` times:
 ``Diagnosis.next_steps`` when the engine offers it, else ``Diagnosis.next_questions``. Asked
-steps are answered from ``answers``; probe, trace and scan steps from ``measured`` (then
-``answers``). A step with no recorded value is declined and never taken again; when the engine's
+steps are answered from ``answers``; probe, trace and scan steps from ``measured``, what the
+thread itself reports a measurement or the code showing. That is the headline figure. A
+second, generous figure lets such a step also read the reporter's recorded ``answers`` (a scan
+of their script finding every code fact they stated, a probe confirming what they believed):
+an upper bound on what running the tool's steps could add, not a measure. A step with no recorded value is declined and never taken again; when the engine's
 ``diagnose`` accepts a ``declined`` argument, the declined facts are passed to it.
 
 The ``split`` of every case was fixed when the corpus was collected (every third case in the
@@ -173,7 +176,8 @@ def _offered(diagnosis: Diagnosis, kb: KnowledgeBase) -> list[tuple[str, tuple[s
     if steps:
         for step in steps:
             fact = getattr(step, "fact", None)
-            many = [fact] if fact else list(getattr(step, "facts", None) or [])
+            settles = getattr(step, "settles", None) or getattr(step, "facts", None) or []
+            many = [fact] if fact else list(settles)
             facts = tuple(str(f) for f in many if str(f) in kb.facts)
             if facts:
                 out.append((str(getattr(step, "kind", "ask")), facts))
@@ -199,7 +203,9 @@ def _observe(kb: KnowledgeBase, case: Case, fact: str, value: Any, where: str) -
     return obs
 
 
-def replay(engine: Engine, case: Case, max_steps: int, extract: Any) -> Replay:
+def replay(
+    engine: Engine, case: Case, max_steps: int, extract: Any, generous: bool = False
+) -> Replay:
     from ddpadvisor.kb.values import ValueProblem
     from ddpadvisor.observation import UnknownFact
 
@@ -252,7 +258,8 @@ def replay(engine: Engine, case: Case, max_steps: int, extract: Any) -> Replay:
                 continue
             taken.add(fact)
             if kind in MEASURED_KINDS:
-                value = case.measured.get(fact, case.answers.get(fact))
+                fallback = case.answers.get(fact) if generous else None
+                value = case.measured.get(fact, fallback)
             else:
                 value = case.answers.get(fact)
             if value is None:
@@ -367,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
             if case.cause != CATCH_ALL and case.cause not in engine.kb.causes:
                 raise CorpusProblem(f"{case.path}: cause '{case.cause}' is not in the KB")
         results = [replay(engine, case, args.steps, extract) for case in cases]
+        generous = [replay(engine, case, args.steps, extract, True) for case in cases]
     except (CorpusProblem, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -375,7 +383,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     if args.json:
-        print(json.dumps(as_json(results, args.steps, extract is not None), indent=2))
+        doc = as_json(results, args.steps, extract is not None)
+        doc["generous_splits"] = as_json(generous, args.steps, extract is not None)["splits"]
+        print(json.dumps(doc, indent=2))
         return 0
     print(f"interview replay: {len(cases)} real reports, at most {args.steps} steps each")
     print(f"intake extractor: {'ddpadvisor.evidence.intake' if extract else 'none (no facts)'}")
@@ -397,6 +407,13 @@ def main(argv: list[str] | None = None) -> int:
         part = [r for r in results if r.case.split == split]
         print(f"{split}:")
         print("\n".join(summary(part, args.steps)))
+    print()
+    print("generous (probe/trace/scan steps may also read the recorded answers; an upper bound):")
+    for split in SPLITS:
+        part = [r for r in generous if r.case.split == split]
+        lines = summary(part, args.steps)
+        shown = [" ".join(line.split()) for line in lines[1:4]]
+        print(f"  {split}: " + "; ".join(shown))
     print()
     reoffered = sum(r.reoffered for r in results)
     stuck = sum(r.stuck for r in results)

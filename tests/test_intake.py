@@ -70,7 +70,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_ask_command_shows_phrases_and_json(tmp_path: Path) -> None:
     proc = _run("ask", "4x V100, loss goes to nan, torch.compile on")
     assert proc.returncode == 0, proc.stderr
-    assert "gpu_model = V100" in proc.stdout and "\u201cnan\u201d" in proc.stdout
+    assert "gpu_model = V100" in proc.stdout and "\u201closs goes to nan\u201d" in proc.stdout
     post = tmp_path / "post.txt"
     post.write_text("每卡 batch 2，梯度累积 8，loss 震荡", encoding="utf-8")
     proc = _run("--json", "--describe", str(post))

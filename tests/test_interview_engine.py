@@ -181,3 +181,18 @@ def test_every_question_says_how_to_find_the_answer(engine: Engine) -> None:
         if "asked" in fact.sources:
             assert fact.help, fact.id
             assert fact.zh and fact.zh.get("help"), fact.id
+
+
+def test_a_run_of_dont_knows_brings_measured_steps_forward(engine: Engine) -> None:
+    evidence = obs(engine, loss_pattern="diverges")
+    fresh = engine.diagnose(evidence)
+    declined = [s.fact or "" for s in fresh.next_steps if s.kind == "ask"][:2]
+    later = engine.diagnose(evidence, declined=declined)
+    before = {s.id: s for s in fresh.next_steps}
+    both = [s for s in later.next_steps if s.id in before]
+    assert any(s.kind == "ask" for s in both) and any(s.kind != "ask" for s in both)
+    for step in both:
+        if step.kind == "ask":
+            assert step.chance < before[step.id].chance, step.id
+        else:  # a probe, trace or scan needs no knowledge: its chance does not move
+            assert step.chance == before[step.id].chance, step.id

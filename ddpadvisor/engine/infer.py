@@ -54,6 +54,11 @@ class Posterior:
 # is still unknown"); once the fact is known the cap goes.
 HELD_SHARE = 0.8
 MEASURED_LEAD = math.log(2.0)  # a measurement at least doubling the odds frees the cause
+# An answer that is itself the slip (at least this many times likelier under the cause than in a
+# job without it: "unscale_ runs after clipping", "zero_grad inside the accumulation loop") shows
+# the cause directly, so it no longer rests on the unknown setup fact. Setup facts that gate
+# some cause (precision, loss_pattern, ...) never free one this way.
+SPECIFIC_LEAD = math.log(8.0)
 
 
 def _weights(
@@ -66,6 +71,7 @@ def _weights(
     logw = list(model.log_priors)
     contributions: dict[int, list[Contribution]] = {}
     freed: set[int] = set()  # causes a measurement backs strongly enough to lift the cap
+    setup = {f for facts in model.gates.values() for f in facts}
     for ci, terms in (extra or {}).items():
         for term in terms:
             logw[ci] += term.log_lr
@@ -75,10 +81,12 @@ def _weights(
         if table is None:
             continue
         cls = observed[fact_id]
-        measured = fact_id in model.measured
+        lead = MEASURED_LEAD if fact_id in model.measured else SPECIFIC_LEAD
+        if fact_id in setup:
+            lead = math.inf
         for ci, lr in model.log_ratios(fact_id, table.index[cls]):
             logw[ci] += lr
-            if measured and lr > MEASURED_LEAD:
+            if lr > lead:
                 freed.add(ci)
             if explain:
                 contributions.setdefault(ci, []).append(

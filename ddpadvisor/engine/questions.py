@@ -32,6 +32,10 @@ STEP_COST = {"probe": 3.0, "trace": 5.0, "scan": 2.0}
 STEP_CHANCE = {"probe": 0.7, "trace": 0.6, "scan": 0.8}
 GPU_UNKNOWN_CHANCE = 0.5  # a GPU-only probe where nobody said whether a GPU is at hand
 JOINT_FACTS = 3  # a measured step's gain is enumerated over its this-many best facts
+# How much one answer or one "don't know" tells about this user: their chance of answering the
+# next question is the fact's own chance times (answered + PRIOR) / (answered + declined + PRIOR),
+# so after a run of "don't know" a probe, trace or scan (which needs no knowledge) comes forward.
+USER_PRIOR = 2.0
 STEP_IDS = ("trace", "scan")  # plus "probe:NAME" and "ask:FACT"
 
 COMMANDS = {
@@ -119,6 +123,16 @@ def askable(
     return True
 
 
+def user_factor(kb: KnowledgeBase, winners: Mapping[str, Observation], declined: set[str]) -> float:
+    """This user's record so far: answers given against questions declined ("don't know")."""
+    answered = sum(1 for o in winners.values() if o.source == "answer")
+    asked = {
+        d.removeprefix("ask:") for d in declined if not d.startswith(("probe:", "trace", "scan"))
+    }
+    refused = sum(1 for f in asked if f in kb.facts and "asked" in kb.facts[f].sources)
+    return (answered + USER_PRIOR) / (answered + refused + USER_PRIOR)
+
+
 def next_steps(
     kb: KnowledgeBase,
     model: CompiledModel,
@@ -148,13 +162,13 @@ def next_steps(
         return max(own, coverage * joint_gain(model, post, targets[:JOINT_FACTS]))
 
     steps: list[Step] = []
+    user = user_factor(kb, winners, skip)
     for fact in kb.facts.values():
         if askable(fact, kb, winners, skip):
             g = ask_gain(fact)
             if g > 0:
-                steps.append(
-                    Step(f"ask:{fact.id}", "ask", [fact.id], g, default_chance(fact), fact.cost)
-                )
+                chance = default_chance(fact) * user
+                steps.append(Step(f"ask:{fact.id}", "ask", [fact.id], g, chance, fact.cost))
 
     seen_sources = {o.source for o in winners.values()}
     groups: dict[str, list[str]] = {}

@@ -20,6 +20,15 @@ from ddpadvisor.observation import Gathered, Observation
 
 MAX_TEXT = 200_000  # characters read from a description; a forum post is far shorter
 
+# Counts people write out ("eight A100s", "四张卡") read as numbers when a mention's value group
+# captures one.
+NUMBER_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "twelve": 12, "sixteen": 16, "thirty-two": 32, "sixty-four": 64,
+    "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9,
+    "十": 10, "十二": 12, "十六": 16,
+}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -51,6 +60,8 @@ def extract(kb: KnowledgeBase, text: str) -> list[Finding]:
                     raw: object = mention.value
                     if "value" in m.re.groupindex and m.group("value") is not None:
                         raw = m.group("value").strip()
+                        if fact.type in ("int", "float"):
+                            raw = NUMBER_WORDS.get(str(raw).lower(), raw)
                     if raw is None:
                         continue
                     try:

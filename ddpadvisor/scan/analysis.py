@@ -108,6 +108,8 @@ class Analysis:
             return "hf_trainer"
         if trainers:
             return "hf_trainer"
+        if any(o.extra.get("fit") is not None for o in self.objs(V.PL_TRAINER)):
+            return "lightning"
         if self.objs(V.ACCELERATOR) and any(
             e.recv is not None
             and e.recv.kind == V.ACCELERATOR
@@ -412,8 +414,12 @@ class Analysis:
             return None
         return value if cond.branch else not value
 
-    def runs_at(self, ev: Event, i: int, win: Window) -> bool | None:
-        """Does ``ev`` run in micro-step ``i`` of the window? None: cannot tell."""
+    def runs_at(self, ev: Event, i: int, win: Window, *, guarded: bool = False) -> bool | None:
+        """Does ``ev`` run in micro-step ``i`` of the window? None: cannot tell.
+
+        ``guarded``: a condition the scanner cannot decide that does not depend on the
+        micro-step (``if ddp:``) is taken as holding; it runs in every micro-step or in none,
+        and the caller asks about the configuration in which it runs."""
         inner = ctx_after(ev.ctx, win.scope)
         if inner is ev.ctx and win.scope:
             return None  # not inside the window's loop
@@ -424,6 +430,8 @@ class Analysis:
                         return False
                     continue
                 hit = self._cond_true(c, win.var, i, win.k, win.k_node)
+                if hit is None and guarded and win.var not in free_names(c.test):
+                    continue
                 if hit is None:
                     return None
                 if not hit:
@@ -453,11 +461,12 @@ class Analysis:
                 return False, f"{w.file}:{w.line}"
         flags = [e for e in self.flag_events if self.in_window(e, win)]
         if flags:
-            before = [e for e in flags if e.seq < fwd.seq and self.runs_at(e, i, win)]
+            # The flag matters only where the model is DDP: a guard such as ``if ddp:`` holds.
+            before = [e for e in flags if e.seq < fwd.seq and self.runs_at(e, i, win, guarded=True)]
             chosen: Event | None = before[-1] if before else None
             iteration = i
             if chosen is None and i > 0:
-                prev = [e for e in flags if self.runs_at(e, i - 1, win)]
+                prev = [e for e in flags if self.runs_at(e, i - 1, win, guarded=True)]
                 chosen = prev[-1] if prev else None
                 iteration = i - 1
             if chosen is not None and chosen.value_node is not None:

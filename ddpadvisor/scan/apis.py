@@ -257,6 +257,9 @@ MODEL_NON_FORWARD = {
 # Attributes of a model that are data, not sub-modules.
 MODEL_DATA_ATTRS = {"config", "device", "dtype", "training", "weight", "bias", "data", "grad"}
 
+# Attributes of a LightningModule that hold the run's context, not a submodule.
+MODULE_CONTEXT_ATTRS = {"trainer", "fabric", "logger", "hparams", "current_epoch", "global_step"}
+
 # Calls that return (a view of) their first argument for the scanner's purposes.
 PASSTHROUGH = {"tqdm", "iter", "cycle", "islice", "trange_passthrough", "skip_first_batches"}
 

@@ -59,6 +59,7 @@ DATASET = "dataset"
 CRITERION = "criterion"
 ACCELERATOR = "accelerator"
 TRAINER = "trainer"
+PL_TRAINER = "pl_trainer"  # lightning.Trainer / pytorch_lightning.Trainer
 TRAINING_ARGS = "training_args"
 ARGPARSER = "argparser"
 ARGS = "args"  # the namespace parse_args() returns

@@ -20,6 +20,7 @@ jobs as JSON on stdin and returns the runs' verdicts, classified by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -172,10 +173,17 @@ def _rank_main(job: dict[str, Any], rank: int, port: int) -> None:
 def _serve() -> None:
     spec = json.loads(sys.stdin.read())
     sys.path.insert(1, str(REPO / "ddpadvisor" / "tracing" / "agent"))  # as PYTHONPATH does
-    import torch  # the one import every job shares
+    # torch once for every job, and what every DDP job imports lazily on its first forward
+    # (DDP asks torch._dynamo whether it is compiling: sympy and much of inductor, ~800 modules).
+    import torch
+    import torch._dynamo
     import torch.distributed
     import torch.nn.parallel
-    import torch.utils.data  # noqa: F401
+    import torch.utils.data
+
+    del torch
+    with contextlib.suppress(ImportError):
+        import numpy.random  # noqa: F401
 
     pending = list(spec["jobs"])
     workers = int(spec["workers"])

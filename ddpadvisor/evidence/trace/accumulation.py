@@ -77,11 +77,17 @@ class AccumulationReader(Context):
             self.add("loss_divided_by_accum", divided, detail=detail)
             self.add("grad_norm_scales_with_accum", not divided, detail=None if divided else detail)
         if factor is not None and self.world > 1:
-            scaled = any(abs(factor * k - self.world) < 1e-6 for k in (1, accum)) and factor > 1
-            self.add(
-                "loss_multiplied_by_world_size",
-                scaled,
-                detail=f"the loss is multiplied by {_fmt(factor)} (= world size) before backward"
-                if scaled
-                else None,
-            )
+            # x world size, and with accumulation / k on top (a framework that divides by the
+            # accumulation steps, Lightning's automatic optimization): factor * k = world size
+            times = factor > 1 and abs(factor - self.world) < 1e-6
+            divided_too = accum >= 2 and factor < 0.999 and abs(factor * accum - self.world) < 1e-6
+            scaled = times or divided_too
+            detail = None
+            if times:
+                detail = f"the loss is multiplied by {_fmt(factor)} (= world size) before backward"
+            elif divided_too:
+                detail = (
+                    f"the loss reaches backward with factor {_fmt(factor)} = world size / "
+                    f"{accum} accumulation steps: multiplied by the world size, then divided"
+                )
+            self.add("loss_multiplied_by_world_size", scaled, detail=detail)

@@ -74,7 +74,7 @@ def _covers(ep: Record) -> bool:
     total = _positive(ep.get("dataset_len"))
     if total is None:
         return True
-    replicas = _positive(ep.get("num_replicas"))
+    replicas = _positive(ep.get("num_replicas")) or _positive(ep.get("shards"))
     share = math.ceil(total / replicas) if replicas else total
     batch = _positive(ep.get("bs")) or 1
     mod = _positive(ep.get("mod")) or 1

@@ -110,7 +110,20 @@ class DataReader(Context):
         )
         shuffles = any(e.get("shuffle") for eps in per_rank.values() for e in eps)
         overlap = self._shard_overlap(per_rank)
-        if distributed:
+        # a batch sampler that keeps this rank's share of another one's batches (accelerate's
+        # BatchSamplerShard): the indices recorded are already per rank, the inner sampler is
+        # the same on every rank by design
+        shard = next((e["shard"] for eps in per_rank.values() for e in eps if e.get("shard")), None)
+        if shard is not None and not distributed and overlap is not None:
+            disjoint = overlap[0] <= self._shard_padding(per_rank)
+            self.add(
+                "uses_distributed_sampler",
+                disjoint,
+                detail=f"{shard} splits the batches by rank"
+                if disjoint
+                else f"{shard} on every rank, yet the ranks read the same samples",
+            )
+        elif distributed:
             self.add("uses_distributed_sampler", True, detail=f"{cls}")
             seeds = {r: eps[0].get("seed") for r, eps in per_rank.items() if "seed" in eps[0]}
             if len(seeds) >= 2:
@@ -135,8 +148,12 @@ class DataReader(Context):
             )
         if overlap is not None:
             count, share, a, b, epoch_no = overlap
-            padding = self.world  # DistributedSampler repeats fewer than W samples to pad
-            shared = count > padding or (count > 0 and share > 0.05 and not distributed)
+            # DistributedSampler repeats fewer than W samples to pad; a sharding batch sampler
+            # (accelerate's even_batches) up to W batches
+            padding = self._shard_padding(per_rank) if shard is not None else self.world
+            shared = count > padding or (
+                count > 0 and share > 0.05 and not distributed and shard is None
+            )
             detail = None
             if shared:
                 detail = (
@@ -153,6 +170,12 @@ class DataReader(Context):
             )
         if shuffles:
             self._epoch_order(per_rank, distributed)
+
+    def _shard_padding(self, per_rank: dict[int, list[Record]]) -> int:
+        """Samples a sharding batch sampler may hand to two ranks: with even_batches it loops
+        back to the first batches to give every rank the same number of full batches."""
+        bs = max((int(e.get("bs") or 1) for eps in per_rank.values() for e in eps), default=1)
+        return self.world * bs
 
     def _shard_overlap(
         self, per_rank: dict[int, list[Record]]

@@ -21,14 +21,18 @@ class ReplicasReader(Context):
             per_rank = checks[step]
             if len(per_rank) < 2:
                 continue
+            if cat == "optim" and any(r.get("optim_partitioned") for r in per_rank.values()):
+                continue  # each rank holds the state of its own partition (ZeRO-1)
+            # A shard (FSDP) exists once, on one rank: there is no replica to compare it with.
+            sharded = {n for r in per_rank.values() for n in r.get("sharded") or []}
             tables = {}
             for rank, rec in per_rank.items():
                 names = rec.get(cat + "_names")
                 values = rec.get(cat)
                 if not isinstance(names, list) or not isinstance(values, list):
                     continue
-                tables[rank] = dict(zip(names, values))
-            if len(tables) < 2:
+                tables[rank] = {n: v for n, v in zip(names, values) if n not in sharded}
+            if len(tables) < 2 or not any(tables.values()):
                 continue
             compared += 1
             names_all = list(dict.fromkeys(n for tab in tables.values() for n in tab))

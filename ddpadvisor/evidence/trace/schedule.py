@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ddpadvisor.evidence.trace.common import _covers
 from ddpadvisor.evidence.trace.context import Context
+from ddpadvisor.evidence.trace.frameworks import scheduler_driver
 
 
 class ScheduleReader(Context):
@@ -24,6 +25,12 @@ class ScheduleReader(Context):
         if ratio < 0.9 and epochs and abs(total - epochs) <= 1 and steps / max(epochs, 1) > 1.5:
             return  # a per-epoch schedule: stepping once per epoch is how it is meant to run
         detail = f"{total} scheduler steps for {steps} optimizer steps"
+        driver = scheduler_driver((t.first("sched") or {}).get("by"))
+        split = any(e.get("split_batches") for e in t.epochs if e.get("shard"))
+        if driver is not None and driver.steps_per_process and not split and self.world > 1:
+            # the framework advances a schedule planned in single-process batches W times
+            ratio /= self.world
+            detail += f" ({driver.why}): {ratio:.2g} per optimizer step per process"
         if ratio >= 1.1 and self.accum >= 2 and abs(ratio - self.accum) < 0.5:
             detail += (
                 f": the scheduler steps on every micro-batch ({self.accum} per optimizer step)"

@@ -357,6 +357,12 @@ class Expressions(WalkerCore):
                 return Val(kind=V.DDP_MODULE, ref=obj.wraps if obj and obj.wraps else base.ref)
             if name in apis.MODEL_DATA_ATTRS:
                 return Val(kind=V.PARAMS, ref=base.ref) if name in ("weight", "bias") else UNKNOWN
+            if name in _MAIN_PROCESS_NAMES or name in _RANK_NAMES:
+                return Val(taint=frozenset({V.RANK}))  # LightningModule.global_rank
+            if name in _WORLD_NAMES:
+                return Val(taint=frozenset({V.WORLD}))
+            if name in apis.MODULE_CONTEXT_ATTRS:
+                return UNKNOWN  # LightningModule.trainer: not a submodule
             return Val(kind=kind, ref=base.ref)
         if kind == V.PARAMS:
             return Val(kind=V.PARAMS, ref=base.ref)

@@ -55,6 +55,7 @@ _MAIN_PROCESS_NAMES = {
     "is_local_main_process",
     "is_world_process_zero",
     "is_local_process_zero",
+    "is_global_zero",  # Lightning's trainer.is_global_zero
 }
 
 

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Ctx, Event
-from ddpadvisor.scan.interp.frames import ClassInfo, Frame
+from ddpadvisor.scan.interp.frames import ClassInfo, Frame, FuncRef
 from ddpadvisor.scan.values import UNKNOWN, Val, merge
 
 if TYPE_CHECKING:
     from ddpadvisor.scan.interp.core import WalkerCore as Walker
+from ddpadvisor.scan.library import configs
 from ddpadvisor.scan.library.common import TENSOR_SAME, TRAINING_ARGS, wrap
 
 
@@ -70,6 +71,8 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
         return UNKNOWN
     if kind == V.ACCELERATOR:
         return _accelerator_method(w, ev, recv, method, frame)
+    if kind == V.PL_TRAINER and method == "fit":
+        return _lightning_fit(w, ev, recv, frame, ctx)
     if kind == V.ARGPARSER:
         return _parser_method(w, ev, recv, method, frame)
     if kind == V.DATASET and method == "shard":
@@ -200,6 +203,75 @@ def _prepared(w: Walker, ev: Event, val: Val, frame: Frame, acc: object) -> Val:
     return val
 
 
+# Lightning's fit(): the hooks it calls on the LightningModule after the strategy wrapped it in
+# DDP, in its order (lightning/pytorch/trainer/trainer.py _run, loops/fit_loop.py,
+# loops/training_epoch_loop.py). training_step's return value is the loss Lightning backwards.
+_LIGHTNING_HOOKS = (
+    "configure_optimizers",
+    "on_fit_start",
+    "on_train_start",
+    "on_train_epoch_start",
+    "on_train_batch_start",
+    "training_step",
+    "on_train_batch_end",
+    "on_train_epoch_end",
+)
+
+
+def _lightning_fit(w: Walker, ev: Event, recv: Val, frame: Frame, ctx: Ctx) -> Val:
+    trainer = w.obj(recv)
+    module = ev.args[0] if ev.args else ev.kwargs.get("model")
+    mobj = w.obj(module)
+    if trainer is None or module is None or mobj is None:
+        return UNKNOWN
+    info = mobj.extra.get("class")
+    if not isinstance(info, ClassInfo):
+        return UNKNOWN
+    strategy = trainer.kwargs.get("strategy")
+    wrapped = module
+    if strategy is None or not strategy.known or "ddp" in str(strategy.const):
+        wrapped = wrap(w, ev, frame, "lightning.Trainer.fit", module, V.DDP)
+        wobj = w.obj(wrapped)
+        if wobj is not None:
+            wobj.extra["lightning"] = True
+    loader = ev.args[1] if len(ev.args) > 1 else ev.kwargs.get("train_dataloaders")
+    hooks: dict[str, Val] = {}
+    found = info.find_method("train_dataloader")
+    if loader is None and found is not None:
+        ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
+        loader = w.inline(ref, [], {}, module, ev.node, frame, ctx)  # type: ignore[arg-type]
+    if loader is not None:
+        trainer.extra["train_loader"] = loader
+    for name in _LIGHTNING_HOOKS:
+        found = info.find_method(name)
+        if found is None:
+            continue
+        ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
+        args: list[Val] = []
+        if name == "training_step":
+            batch = w.element_of(loader, None) if loader is not None else UNKNOWN
+            args = [batch, UNKNOWN]
+        hooks[name] = w.inline(ref, args, {}, module, ev.node, frame, ctx)  # type: ignore[arg-type]
+    trainer.extra["fit"] = ev
+    trainer.extra["hooks"] = hooks
+    trainer.extra["manual"] = _manual_optimization(info)
+    return UNKNOWN
+
+
+def _manual_optimization(info: ClassInfo) -> bool | None:
+    """``self.automatic_optimization = False`` anywhere in the module's class: the user's
+    training_step runs backward and step itself (Lightning's manual optimization)."""
+    for cls in info.mro():
+        for node in ast.walk(cls.node):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and t.attr == "automatic_optimization"
+                for t in node.targets
+            ):
+                value = node.value
+                return isinstance(value, ast.Constant) and value.value is False
+    return False
+
+
 def _parser_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -> Val:
     parser = w.obj(recv)
     node = ev.node
@@ -251,15 +323,43 @@ def _parser_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -
         "parse_json_file",
         "parse_dict",
     ):
+        values = _config_values(w, ev, method, frame)
         items = []
         for dc in parser.extra.get("dataclasses", []):
-            items.append(_from_cli(w, dc, ev, frame))
+            items.append(_from_cli(w, dc, ev, frame, values))
         return Val(items=tuple(items)) if len(items) != 1 else items[0]
     return UNKNOWN
 
 
-def _from_cli(w: Walker, dc: Val, ev: Event, frame: Frame) -> Val:
-    """A dataclass instance filled from the command line: only its defaults are known."""
+def _config_values(w: Walker, ev: Event, method: str, frame: Frame) -> dict[str, Val] | None:
+    """The values HfArgumentParser reads from a config the scan can see: a dict literal
+    (``parse_dict``) or a JSON/YAML file whose path is a constant or sits next to the script
+    (``parse_json_file``/``parse_yaml_file``). None: the values come from the command line."""
+    if method == "parse_args_into_dataclasses":
+        return None
+    first = ev.args[0] if ev.args else next(iter(ev.kwargs.values()), None)
+    if method == "parse_dict":
+        if first is not None and first.mapping is not None:
+            return dict(first.mapping)
+        return None
+    node = ev.node
+    assert isinstance(node, ast.Call)
+    expr = node.args[0] if node.args else node.keywords[0].value if node.keywords else None
+    path = configs.config_path(first, expr, frame, w.sources.root, w.sources.main.path)
+    if path is None:
+        return None
+    data, problem = configs.read_config(path)
+    if data is None:
+        w.warnings.append(f"{w.sources.main.label}: {path.name}: {problem}; arguments unknown")
+        return None
+    return {k: Val(const=v) for k, v in data.items() if isinstance(k, str)}
+
+
+def _from_cli(
+    w: Walker, dc: Val, ev: Event, frame: Frame, values: dict[str, Val] | None = None
+) -> Val:
+    """A dataclass instance filled from the command line (only its defaults are known) or
+    from a config the scan read (``values``: its keys, the defaults for the rest)."""
 
     if dc.kind == "class" and isinstance(dc.const, ClassInfo):
         obj = w.new_obj(V.INSTANCE, ev.node, frame, canon=f"local:{dc.const.name}")
@@ -267,12 +367,18 @@ def _from_cli(w: Walker, dc: Val, ev: Event, frame: Frame) -> Val:
         for cls in reversed(dc.const.mro()):
             for name in cls.fields:
                 val = cls.attrs.get(name)
-                if val is not None:
-                    obj.attrs[name] = replace(val, taint=val.taint | {V.ARGDEFAULT})
+                if values is not None and name in values:
+                    obj.attrs[name] = values[name]
+                elif val is not None:
+                    taint = val.taint if values is not None else val.taint | {V.ARGDEFAULT}
+                    obj.attrs[name] = replace(val, taint=taint)
         return Val(kind=V.INSTANCE, ref=obj.ref)
     name = apis.last(dc.canon or "")
     if name in TRAINING_ARGS:
         obj = w.new_obj(V.TRAINING_ARGS, ev.node, frame, canon=dc.canon or name)
-        obj.extra["from_cli"] = True
+        if values is None:
+            obj.extra["from_cli"] = True
+        else:
+            obj.kwargs.update(values)  # a config file: its keys, TrainingArguments defaults
         return Val(kind=V.TRAINING_ARGS, ref=obj.ref)
     return UNKNOWN

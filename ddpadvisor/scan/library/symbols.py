@@ -404,6 +404,15 @@ def hf_trainer(c: Call) -> Val:
     return _new(c, V.TRAINER, args_named(c.ev, ["model", "args"]))
 
 
+@symbol(
+    when=lambda canon, n: (
+        n == "Trainer" and canon.split(".")[0] in ("lightning", "pytorch_lightning")
+    )
+)
+def lightning_trainer(c: Call) -> Val:
+    return _new(c, V.PL_TRAINER)
+
+
 @symbol("argparse.ArgumentParser", names=("ArgumentParser", "HfArgumentParser"))
 def argument_parser(c: Call) -> Val:
     parser = _new(c, V.ARGPARSER, defaults={})
@@ -436,8 +445,10 @@ def no_grad(c: Call) -> Val:
 # -- models and losses ----------------------------------------------------------------------
 
 
-@symbol(names=("from_pretrained",))
+@symbol(names=("from_pretrained", "from_config"))
 def from_pretrained(c: Call) -> Val:
+    """``AutoModelFor….from_pretrained(name)`` or ``.from_config(config)`` (a model built from a
+    config, no download): a model of that class either way."""
     parts = c.canon.split(".")
     hf_cls = parts[-2] if len(parts) >= 2 else ""
     if any(s in hf_cls for s in ("Tokenizer", "Processor", "Config", "FeatureExtractor")):

@@ -10,6 +10,7 @@ from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.interp import FuncRef
+from ddpadvisor.scan.library import hf_trainer, lightning
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     call_site,
@@ -39,13 +40,27 @@ def accumulation(rc: RuleContext) -> None:
                 where,
                 f"TrainingArguments(gradient_accumulation_steps={k_int})",
             )
-            if k_int >= 2:
-                rc.emit(
-                    "loss_divided_by_accum",
-                    True,
-                    where,
-                    "HF Trainer scales the loss for accumulation",
-                )
+        else:
+            k_int = None
+        own = _trainer_loss(rc)
+        info = rc._class_of(rc.trainer())
+        overridden = info is not None and "compute_loss" in hf_trainer.loop_overrides(info)
+        if own is not None and k_int is not None and k_int >= 2:
+            rc.emit("loss_divided_by_accum", own.value, own.where, own.why)
+        elif own is not None and k_int is None and not own.value:
+            rc.warn(f"{own.where}: {own.why} (if the run accumulates)")
+        elif overridden and own is None:
+            rc.warn(
+                f"{where or rc.label}: compute_loss is overridden; whether its loss is scaled "
+                "for accumulation is not decided"
+            )
+        elif k_int is not None and k_int >= 2:
+            rc.emit(
+                "loss_divided_by_accum",
+                True,
+                where,
+                "HF Trainer scales the loss for accumulation",
+            )
         rc.emit(
             "zero_grad_every_micro_step",
             False,
@@ -53,8 +68,13 @@ def accumulation(rc: RuleContext) -> None:
             "HF Trainer zeroes gradients once per optimizer step",
         )
         return
+    if rc.pl:
+        _lightning_accumulation(rc)
+        return
     if acc.style == "framework":
-        if acc.k is not None:
+        if acc.k is not None and acc.k_default:
+            rc.cli_default("grad_accum_steps", acc.k, acc.k_where)
+        elif acc.k is not None:
             rc.emit(
                 "grad_accum_steps",
                 acc.k,
@@ -101,6 +121,59 @@ def accumulation(rc: RuleContext) -> None:
         rc.warn(f"{acc.k_where}: gradient accumulation found but its count is not a constant")
     _loss_divided(rc, acc)
     _zero_grad(rc, acc)
+
+
+def _trainer_loss(rc: RuleContext) -> hf_trainer.Decided | None:
+    """What a Trainer subclass's own compute_loss does to accumulation scaling."""
+    info = rc._class_of(rc.trainer())
+    if info is None:
+        return None
+    model = rc.obj(rc.trainer_model())
+    hf_model = any(
+        e.name.startswith(("transformers.", "peft.")) and _is_model_factory(apis.last(e.name))
+        for e in rc.a.calls()
+    )
+    labels = any(hf_trainer.script_labels(m.tree) for m in rc.walk.sources.modules.values())
+    labels = labels or hf_trainer.script_labels(rc.walk.sources.main.tree)
+    return hf_trainer.loss_scaled_for_accumulation(
+        info, hf_trainer.model_takes_loss_kwargs(rc._class_of(model), hf_model), labels
+    )
+
+
+def _is_model_factory(name: str) -> bool:
+    return name in ("from_pretrained", "from_config", "get_peft_model") or name.endswith(
+        ("Model", "ForCausalLM", "LMHeadModel", "ForSequenceClassification")
+    )
+
+
+def _lightning_k(rc: RuleContext) -> tuple[int | None, str]:
+    val, where = rc.pl_arg("accumulate_grad_batches", lightning.DEFAULTS["accumulate_grad_batches"])
+    k = num(val) if val is not None else None
+    return (int(k) if k is not None else None), where
+
+
+def _lightning_accumulation(rc: RuleContext) -> None:
+    tr = rc.pl_trainer()
+    if tr is None or tr.extra.get("manual"):
+        rc.warn(f"{rc.label}: Lightning manual optimization: the module's own loop decides")
+        return
+    k, where = _lightning_k(rc)
+    if k is None:
+        return
+    rc.emit("grad_accum_steps", k, where, f"Trainer(accumulate_grad_batches={k})")
+    if k >= 2:
+        rc.emit(
+            "loss_divided_by_accum",
+            True,
+            where,
+            "Lightning divides the training_step loss by accumulate_grad_batches",
+        )
+    rc.emit(
+        "zero_grad_every_micro_step",
+        False,
+        where,
+        "Lightning zeroes gradients once per optimizer step",
+    )
 
 
 def _loss_divided(rc: RuleContext, acc: object) -> None:
@@ -200,6 +273,21 @@ def no_sync(rc: RuleContext) -> None:
     a = rc.a
     if rc.hf:
         rc.emit("final_micro_step_synced", True, "", "HF Trainer synchronises the last micro-step")
+        return
+    if rc.pl:
+        tr = rc.pl_trainer()
+        k, where = _lightning_k(rc)
+        if tr is None or tr.extra.get("manual") or k is None:
+            return
+        rc.emit(
+            "uses_no_sync",
+            k >= 2,
+            where,
+            "Lightning's DDP strategy skips the all-reduce on accumulating batches"
+            if k >= 2
+            else "no accumulation: every batch synchronises",
+        )
+        rc.emit("final_micro_step_synced", True, where, "Lightning synchronises the last batch")
         return
     acc = a.accum
     if acc.style == "framework":
@@ -332,6 +420,16 @@ def forward_route(rc: RuleContext) -> None:
     fact = "forward_bypasses_ddp"
     if rc.hf:
         return
+    if rc.pl:
+        tr = rc.pl_trainer()
+        if tr is not None and not tr.extra.get("manual"):
+            rc.emit(
+                fact,
+                False,
+                tr.where,
+                "Lightning calls training_step through its DDP wrapper's forward",
+            )
+        return
     if not a.ddps or a.main_backward is None:
         return
     wrapped = {o.wraps: o for o in a.ddps if o.wraps is not None}
@@ -413,13 +511,22 @@ def loss_scaling(rc: RuleContext) -> None:
     if rc.hf:
         rc.emit("loss_multiplied_by_world_size", False, "", "HF Trainer computes the loss")
         return
-    if b is None:
+    tr = rc.pl_trainer() if rc.pl else None
+    if tr is not None:
+        step = (tr.extra.get("hooks") or {}).get("training_step")
+        where = tr.where
+        if step is None or tr.extra.get("manual"):
+            return
+        loss = step
+    elif b is None:
         return
-    loss = a.loss_of(b)
+    else:
+        loss = a.loss_of(b)
+        where = b.where
     if V.FWD not in loss.taint:
         return
     if V.MUL_WORLD in loss.taint and V.NORM_GLOBAL not in loss.taint:
-        where = (lines_at(loss.taint, "mulworld") or [b.where])[-1]
+        where = (lines_at(loss.taint, "mulworld") or [where])[-1]
         rc.emit(
             "loss_multiplied_by_world_size",
             True,
@@ -427,7 +534,7 @@ def loss_scaling(rc: RuleContext) -> None:
             f"loss multiplied by the world size before backward ({where}); DDP already averages",
         )
         return
-    rc.emit("loss_multiplied_by_world_size", False, b.where, "loss not rescaled by the world size")
+    rc.emit("loss_multiplied_by_world_size", False, where, "loss not rescaled by the world size")
 
 
 def comm_hook(rc: RuleContext) -> None:
@@ -589,7 +696,25 @@ def loss_shape(rc: RuleContext) -> None:
     if not signals:
         return
     if rc.hf:
+        own = _trainer_loss(rc)
+        if own is not None and not own.value:
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                False,
+                own.where,
+                "compute_loss returns each micro-batch's own mean and drops num_items_in_batch",
+            )
+            return
         val, where = rc.hf_arg("average_tokens_across_devices")
+        if own is not None and own.by_count and not (val is not None and val.const is False):
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                True,
+                own.where,
+                "compute_loss divides by num_items_in_batch, the target tokens of every "
+                "micro-batch (on every rank unless average_tokens_across_devices=False)",
+            )
+            return
         if val is not None and val.known and val.const is True:
             rc.emit(
                 "loss_normalised_by_global_tokens",

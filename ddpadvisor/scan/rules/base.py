@@ -121,9 +121,37 @@ class RuleContext:
     def acc(self) -> bool:
         return self.a.framework == "accelerate"
 
+    @property
+    def pl(self) -> bool:
+        return self.a.framework == "lightning"
+
+    def pl_trainer(self) -> Obj | None:
+        found = [o for o in self.a.objs(V.PL_TRAINER) if o.extra.get("fit") is not None]
+        return found[0] if found else None
+
+    def pl_arg(self, name: str, default: object) -> tuple[Val | None, str]:
+        """A lightning.Trainer argument: (its value, Lightning's default when not passed, or
+        None when it comes from the command line or a config), where."""
+        tr = self.pl_trainer()
+        if tr is None:
+            return None, ""
+        val = tr.kwargs.get(name)
+        if val is None:
+            return Val(const=default, taint=frozenset({"default"})), tr.where
+        if V.ARGDEFAULT in val.taint or V.UNBOUND in val.taint or not val.known:
+            return None, tr.where
+        return val, tr.where
+
     def trainer(self) -> Obj | None:
         found = self.a.objs(V.TRAINER)
         return found[0] if found else None
+
+    def trainer_model(self) -> Val | None:
+        """The model handed to the Trainer (``model=`` or its first argument)."""
+        tr = self.trainer()
+        if tr is None:
+            return None
+        return tr.kwargs.get("model") or (tr.args[0] if tr.args else None)
 
     def training_args(self) -> Obj | None:
         tr = self.trainer()

@@ -8,6 +8,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event, LoopCtx
+from ddpadvisor.scan.library import hf_trainer, lightning
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     cli_switched,
@@ -46,12 +47,25 @@ def data_sharding(rc: RuleContext) -> None:
     fact = "uses_distributed_sampler"
     if rc.hf:
         tr = rc.trainer()
-        rc.emit(
-            fact,
-            True,
-            tr.where if tr else "",
-            "HF Trainer shards the data with a DistributedSampler",
-        )
+        info = rc._class_of(tr)
+        own = hf_trainer.train_loader(info) if info is not None else None
+        if own is not None:
+            rc.emit(fact, own.value, own.where, own.why)
+        elif info is None or info.find_method("get_train_dataloader") is None:
+            rc.emit(
+                fact,
+                True,
+                tr.where if tr else "",
+                "HF Trainer shards its DataLoader per process (accelerator.prepare)",
+            )
+        else:
+            rc.warn(
+                f"{tr.where if tr else rc.label}: get_train_dataloader is overridden; "
+                "whether it shards the data is not decided"
+            )
+        return
+    if rc.pl:
+        _lightning_sharding(rc)
         return
     loader = rc.training_loader()
     if loader is None:
@@ -272,10 +286,50 @@ def sampler_seed(rc: RuleContext) -> None:
     rc._sort_fault(fact, True)
 
 
+def _lightning_sharding(rc: RuleContext) -> None:
+    fact = "uses_distributed_sampler"
+    val, where = rc.pl_arg("use_distributed_sampler", lightning.DEFAULTS["use_distributed_sampler"])
+    if val is None:
+        return
+    if const(val) is not False:
+        rc.emit(
+            fact, True, where, "Lightning replaces the training sampler with a DistributedSampler"
+        )
+        return
+    tr = rc.pl_trainer()
+    loader = rc.obj(tr.extra.get("train_loader")) if tr is not None else None
+    if loader is None or loader.kind != V.LOADER:
+        rc.warn(f"{where}: use_distributed_sampler=False and the training DataLoader is not read")
+        return
+    sampler = rc.obj(loader.kwargs.get("sampler")) or rc.obj(loader.kwargs.get("batch_sampler"))
+    if sampler is not None and sampler.kind == V.DSAMPLER:
+        rc.emit(fact, True, sampler.where, "the module's own DistributedSampler shards the data")
+    elif "sampler" not in loader.kwargs and "batch_sampler" not in loader.kwargs:
+        rc.emit(
+            fact,
+            False,
+            loader.where,
+            "use_distributed_sampler=False and a DataLoader without a sampler: every rank "
+            "reads the whole dataset",
+        )
+
+
 def set_epoch(rc: RuleContext) -> None:
     fact = "calls_set_epoch"
+    if rc.pl:
+        tr = rc.pl_trainer()
+        rc.emit(
+            fact,
+            True,
+            tr.where if tr else "",
+            "Lightning's fit loop calls set_epoch on the training sampler every epoch",
+        )
+        return
     if rc.hf:
         tr = rc.trainer()
+        info = rc._class_of(tr)
+        if info is not None and "get_train_dataloader" in hf_trainer.loop_overrides(info):
+            return  # the subclass's own loader: the Trainer's epoch handling may not reach it
         rc.emit(
             fact,
             True,

@@ -8,6 +8,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import CondCtx, Event
+from ddpadvisor.scan.library import lightning
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     cli_switched,
@@ -75,6 +76,15 @@ def precision(rc: RuleContext) -> None:
             else:
                 rc.emit("precision", "fp32", where, "TrainingArguments without fp16/bf16")
                 _scaler(rc, "fp32", framework=where)
+        return
+    if rc.pl:
+        val, where = rc.pl_arg("precision", lightning.DEFAULTS["precision"])
+        value = lightning.precision(val.const) if val is not None and val.known else None
+        if value is None:
+            rc.warn(f"{where}: Trainer(precision=…) comes from the command line; not decided")
+            return
+        rc.emit("precision", value, where, f"Trainer(precision={val.const!r})")  # type: ignore[union-attr]
+        _scaler(rc, value, framework=where)
         return
     if rc.acc:
         accel = a.objs(V.ACCELERATOR)[0]
@@ -228,6 +238,27 @@ def clipping(rc: RuleContext) -> None:
             rc.emit("uses_grad_clipping", n > 0, where, f"TrainingArguments(max_grad_norm={n:g})")
         rc.emit("unscale_before_clip", True, where, "HF Trainer unscales before clipping")
         rc.emit("clip_inside_no_sync", False, where, "HF Trainer clips after the synchronised step")
+        return
+    if rc.pl:
+        val, where = rc.pl_arg("gradient_clip_val", lightning.DEFAULTS["gradient_clip_val"])
+        tr = rc.pl_trainer()
+        if val is None or tr is None or tr.extra.get("manual"):
+            return
+        n = num(val)
+        rc.emit(
+            "uses_grad_clipping",
+            bool(n),
+            where,
+            f"Trainer(gradient_clip_val={n:g})" if n else "Trainer without gradient_clip_val",
+        )
+        if n:
+            rc.emit("unscale_before_clip", True, where, "Lightning unscales before clipping")
+            rc.emit(
+                "clip_inside_no_sync",
+                False,
+                where,
+                "Lightning clips before the optimizer step, after the synchronised backward",
+            )
         return
     clips = _clip_events(rc)
     step = a.main_step

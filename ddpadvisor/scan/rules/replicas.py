@@ -139,7 +139,7 @@ def rank_conditional(rc: RuleContext) -> None:
     if not a.ddps:
         return
     ddp_seq = min(o.seq for o in a.ddps)
-    model_refs = {r for o in a.ddps for r in (o.ref, o.wraps)}
+    model_refs = _submodules(rc, {r for o in a.ddps for r in (o.ref, o.wraps)})
     broadcasts = [
         e
         for e in a.calls()
@@ -208,6 +208,22 @@ def rank_conditional(rc: RuleContext) -> None:
         a.ddps[0].where,
         "no state loaded or changed on a subset of ranks after wrapping",
     )
+
+
+def _submodules(rc: RuleContext, refs: set[int | None]) -> set[int | None]:
+    """The wrapped models and the modules held in their attributes (``self.net``), at any
+    depth: changing a submodule's weights changes the wrapped model's."""
+    out = set(refs)
+    todo = [r for r in refs if r is not None]
+    while todo:
+        obj = rc.walk.objects.get(todo.pop())
+        if obj is None:
+            continue
+        for val in obj.attrs.values():
+            if val.kind in (V.MODEL, V.DDP_MODULE) and val.ref is not None and val.ref not in out:
+                out.add(val.ref)
+                todo.append(val.ref)
+    return out
 
 
 def _trained_models(rc: RuleContext) -> list[Obj]:

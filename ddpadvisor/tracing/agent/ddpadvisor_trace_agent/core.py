@@ -33,8 +33,29 @@ from .runtime import (
     INTERNAL,
     _compiling,
     _in_data_worker,
+    _local,
 )
 from .writer import Writer
+
+
+def _sharded(t: Any) -> bool:
+    """The tensor holds only this rank's shard: a DTensor sharded on some mesh dimension
+    (FSDP2's fully_shard), an FSDP FlatParameter of a sharding strategy, or an original
+    parameter that FSDP(use_orig_params=True) turned into a view of one. Ranks do not hold
+    copies of such a tensor, so comparing it across ranks says nothing about replicas."""
+    placements = getattr(t, "placements", None)
+    if placements is not None and getattr(t, "to_local", None) is not None:
+        return any(getattr(pl, "is_shard", lambda: False)() for pl in placements)
+    if getattr(t, "_is_flat_param", False):
+        full = getattr(t, "_unpadded_unsharded_size", None)
+        shard = getattr(t, "_sharded_size", None)
+        return full is None or shard is None or tuple(full) != tuple(shard)
+    return bool(getattr(t, "_fsdp_flattened", False))
+
+
+# Optimizers whose state is partitioned across ranks: each rank holds the state of its own
+# parameters only, so optimizer state is never compared across ranks for them.
+PARTITIONED_OPTIMIZERS = ("ZeroRedundancyOptimizer",)
 
 
 def _fingerprint(tensors: list[Any]) -> Any:
@@ -43,7 +64,7 @@ def _fingerprint(tensors: list[Any]) -> Any:
         return torch.zeros((0, 2), dtype=torch.float64)
     rows = []
     for t in tensors:
-        d = t.detach()
+        d = _local(t).detach()
         if d.is_complex():
             d = torch.view_as_real(d)
         d = d.to(torch.float64)
@@ -187,12 +208,16 @@ class Agent:
         self.primary: weakref.ref[Any] | None = None
         self.opt_steps: dict[int, int] = {}
         self.opt_seen: set[int] = set()
+        self.opt_stack: list[int] = []  # optimizers whose step() is under way, outermost first
+        self.nested_opts: set[int] = set()
+        self.first_checked = False
         self.primary_before_wrap = False
         self.over_ddp: dict[int, bool] = {}  # optimizer id -> it holds DDP-wrapped parameters
         self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.scaled_map: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.loss_ptrs: list[int] = []
         self.sched_depth = 0
+        self.batch_depth = 0  # > 0 while a recorded batch sampler draws its next batch
         self.sched_total = 0
         self.sampler_ids: dict[int, int] = {}
         self.iterations = 0
@@ -404,6 +429,8 @@ class Agent:
 
     # -- backward --------------------------------------------------------------------------
     def before_backward(self, loss: Any) -> Backward:
+        if rt.LATE:
+            rt.run_late()
         self.counters["bwd"] += 1
         self.counters["phase"] = "backward"
         self.safe("comm", self.ensure_comm_hooks)
@@ -479,8 +506,29 @@ class Agent:
         self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
         self.step = 0  # the window under way already belongs to the first step of the new count
 
+    def on_opt_pre(self, opt: Any) -> None:
+        if id(opt) in self.opt_stack:  # an earlier step of it raised: start afresh
+            self.opt_stack.clear()
+        outermost = not self.opt_stack
+        self.opt_stack.append(id(opt))
+        current = self.primary() if self.primary is not None else None
+        first = outermost and self.step == 0 and not self.first_checked
+        if first and self.ddps and (current is None or current is opt):
+            # Replicas as the first step's forward and backward saw them: DDP broadcast them
+            # at wrapping, so a difference now was made on some ranks since then (and an
+            # optimizer that re-broadcasts parameters may hide it later).
+            self.first_checked = True
+            self.check(opt, False)
+
     def on_opt_post(self, opt: Any) -> None:
+        if self.opt_stack and self.opt_stack[-1] == id(opt):
+            self.opt_stack.pop()
         self.opt_steps[id(opt)] = self.opt_steps.get(id(opt), 0) + 1
+        if self.opt_stack:
+            # Stepped inside another optimizer's step (ZeroRedundancyOptimizer steps its local
+            # optimizer, then broadcasts the parameters): the outer step is the boundary.
+            self.nested_opts.add(id(opt))
+            return
         if id(opt) not in self.opt_seen:
             self.opt_seen.add(id(opt))
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
@@ -613,6 +661,7 @@ class Agent:
                     params.append((f"group{gi}.param{pi}", p))
                     names_by_id[id(p)] = f"group{gi}.param{pi}"
         cats["params"] = ([n for n, _ in params], [p for _, p in params])
+        sharded = {n for n, p in params if _sharded(p)}
         grads = [(n, p.grad) for n, p in params if p.grad is not None]
         cats["grads"] = ([n for n, _ in grads], [g for _, g in grads])
         state_names: list[str] = []
@@ -628,10 +677,16 @@ class Agent:
                         if isinstance(value, torch.Tensor):
                             state_names.append(f"{base}.{key}")
                             state_tensors.append(value)
+                            if base in sharded or _sharded(value):
+                                sharded.add(f"{base}.{key}")
         cats["optim"] = (state_names, state_tensors)
         for cat, (names, tensors) in cats.items():
             rec[cat] = _fingerprint(tensors)
             rec[cat + "_names"] = names
+        if sharded:
+            rec["sharded"] = sorted(sharded)
+        if any(type(o).__name__ in PARTITIONED_OPTIMIZERS for o in opts):
+            rec["optim_partitioned"] = True
         for scaler in self.scalers:
             if getattr(scaler, "_scale", None) is not None:
                 rec["scaler"] = [_clone(scaler._scale), _clone(scaler._growth_tracker)]
@@ -742,10 +797,19 @@ def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
             scale_ptrs.add(sc.data_ptr())
     factor = 1.0
     fn = loss.grad_fn
-    for _ in range(6):
+    nr = getattr(loss, "output_nr", 0)
+    for _ in range(8):
         if fn is None:
             break
         name = type(fn).__name__
+        if _is_identity_sink(fn):
+            # DDP passes its outputs through ``_DDPSink`` (an identity) when it must find
+            # unused parameters: follow the edge of the output this loss came from.
+            edges = fn.next_functions
+            if not 0 <= nr < len(edges) or edges[nr][0] is None:
+                break
+            fn, nr = edges[nr]
+            continue
         if name not in ("DivBackward0", "MulBackward0"):
             break
         try:
@@ -763,11 +827,17 @@ def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
             if value == 0.0 or not math.isfinite(value):
                 return None, False
             factor = factor / value if name == "DivBackward0" else factor * value
-        nxt = [f for f, _ in fn.next_functions if f is not None]
+        nxt = [(f, n) for f, n in fn.next_functions if f is not None]
         if len(nxt) != 1:
             break
-        fn = nxt[0]
+        fn, nr = nxt[0]
     return factor, False
+
+
+def _is_identity_sink(fn: Any) -> bool:
+    """The backward node of DDP's ``_DDPSink``, which hands each output's gradient through."""
+    cls = getattr(fn, "_forward_cls", None)
+    return getattr(cls, "__name__", "") == "_DDPSink" and len(fn.next_functions) > 0
 
 
 def _optimizer_record(opt: Any) -> dict[str, Any]:

@@ -92,6 +92,8 @@ KINDS: dict[str, dict[str, str]] = {
         "dataset_len": "int?",
         "set_epoch_calls": "list[int]",
         "shuffle": "any",
+        "shard": "str",
+        "shards": "int",
     },
     "idx": {"it": "int", "part": "int", "idx": "list[int]", "mod": "int", "end": "bool"},
     "wrap": {
@@ -107,7 +109,7 @@ KINDS: dict[str, dict[str, str]] = {
     },
     "cfg": {"autocast": "str", "comm_hook": "str", "scaler": "bool", "compile": "bool"},
     "opt": {"cls": "str", "hp": "dict", "groups": "int", "n_params": "int"},
-    "sched": {"cls": "str", "primary": "bool"},
+    "sched": {"cls": "str", "primary": "bool", "by": "str"},
     "load": {"kind": "str", "cls": "str", "after_wrap": "bool", "wrapped": "bool", "s": "int"},
     "reg": {"kind": "str", "name": "str", "cls": "str", "s": "int"},
     "set_epoch": {"epoch": "any", "s": "int"},

@@ -33,6 +33,32 @@ def tolist(t: Any) -> Any:
     return _ORIG.get("tolist", torch.Tensor.tolist)(t)
 
 
+def _local(t: Any) -> Any:
+    """This rank's part of a DTensor (FSDP2 parameters, their gradients and optimizer state);
+    any other tensor as it is. Reading it never runs a collective."""
+    to_local = getattr(t, "to_local", None)
+    if to_local is not None and getattr(t, "placements", None) is not None:
+        return to_local()
+    return t
+
+
+LATE: list[tuple[str, Callable[[], None]]] = []  # (patch, installer) run once at the first backward
+
+
+def run_late() -> None:
+    """Patch entry points of modules the job imported after torch (FSDP's own clipping, say),
+    without importing them for every job. Each runs once; a failure leaves the rest."""
+    pending, LATE[:] = list(LATE), []
+    for name, fn in pending:
+        CURRENT[0] = name
+        try:
+            fn()
+        except Exception:
+            pass
+        finally:
+            CURRENT[0] = ""
+
+
 ENV_DIR = "DDPADVISOR_TRACE"
 
 

@@ -86,6 +86,7 @@ def _materialise(records: list[dict[str, Any]]) -> None:
     found: list[tuple[Any, Any, Any]] = []
     for rec in records:
         _walk_tensors(rec, found)
+    found = [(holder, key, rt._local(t)) for holder, key, t in found]  # DTensors: this rank's part
     by_device: dict[str, list[tuple[Any, Any, Any]]] = {}
     for slot in found:
         by_device.setdefault(str(slot[2].device), []).append(slot)

@@ -18,7 +18,10 @@ def install() -> None:
     def make_batch_iter(orig: Any) -> Any:
         def __iter__(self: Any) -> Iterator[Any]:
             a = rt.AGENT
-            if a is None or not a.writer.mine:
+            if a is None or not a.writer.mine or a.batch_depth:
+                # inside another batch sampler's iteration (accelerate's BatchSamplerShard
+                # draws from the user's BatchSampler and keeps this rank's share): the outer
+                # one records what this rank really reads
                 yield from orig(self)
                 return
             it = orig(self)
@@ -26,7 +29,14 @@ def install() -> None:
             chunk: list[int] = []
             batches = 0
             try:
-                for batch in it:
+                while True:
+                    a.batch_depth += 1
+                    try:
+                        batch = next(it)
+                    except StopIteration:
+                        break
+                    finally:
+                        a.batch_depth -= 1
                     if state is not None:
                         try:
                             chunk.extend(int(i) for i in batch)
@@ -43,7 +53,47 @@ def install() -> None:
 
         return __iter__
 
-    _wrap(sampler_mod.BatchSampler, "__iter__", "batch_sampler_iter", make_batch_iter)
+    base = sampler_mod.BatchSampler
+    _wrap(base, "__iter__", "batch_sampler_iter", make_batch_iter)
+
+    def wrap_subclass(cls: type) -> None:
+        """A BatchSampler subclass with its own ``__iter__`` (a framework's sharding batch
+        sampler, a bucketing sampler) is recorded like the base class."""
+        if "__iter__" in vars(cls):
+            _wrap(
+                cls,
+                "__iter__",
+                f"batch_sampler_iter.{cls.__module__}.{cls.__qualname__}",
+                make_batch_iter,
+            )
+
+    def subclasses(cls: type) -> list[type]:
+        out: list[type] = []
+        sub: type
+        for sub in cls.__subclasses__():
+            out += [sub, *subclasses(sub)]
+        return out
+
+    for cls in subclasses(base):
+        wrap_subclass(cls)
+    had_hook = "__init_subclass__" in vars(base)
+    original_hook = vars(base).get("__init_subclass__")
+
+    def __init_subclass__(cls: type, **kwargs: Any) -> None:
+        super(base, cls).__init_subclass__(**kwargs)  # type: ignore[misc]
+        a = rt.AGENT
+        if a is not None:
+            a.safe("sampler", wrap_subclass, cls)
+
+    base.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+
+    def restore_hook() -> None:
+        if had_hook:
+            base.__init_subclass__ = original_hook  # type: ignore[assignment]
+        else:
+            del base.__init_subclass__
+
+    rt.on_undo(restore_hook)
 
     def make_set_epoch(orig: Any) -> Any:
         def set_epoch(self: Any, epoch: int) -> Any:
@@ -96,7 +146,10 @@ def _iterator_record(a: Agent, it: Any) -> None:
 
 
 def _epoch_start(a: Agent, batch_sampler: Any) -> dict[str, Any]:
+    inner = getattr(batch_sampler, "batch_sampler", None)  # a batch sampler wrapping another
     sampler = getattr(batch_sampler, "sampler", None)
+    if sampler is None and inner is not None:
+        sampler = getattr(inner, "sampler", None)
     sid = a.sampler_ids.setdefault(id(sampler), len(a.sampler_ids))
     a.iterations += 1
     rec: dict[str, Any] = {
@@ -120,6 +173,15 @@ def _epoch_start(a: Agent, batch_sampler: Any) -> dict[str, Any]:
             rec[attr] = value
     if "shuffle" not in rec:
         rec["shuffle"] = type(sampler).__name__ in ("RandomSampler", "SubsetRandomSampler")
+    shards = getattr(batch_sampler, "num_processes", None)
+    if inner is not None and isinstance(shards, int) and not isinstance(shards, bool):
+        # the indices recorded are this rank's share of the inner batch sampler's batches
+        rec["shard"] = type(batch_sampler).__name__
+        rec["shards"] = shards
+        for attr in ("process_index", "split_batches", "even_batches"):
+            value = getattr(batch_sampler, attr, None)
+            if isinstance(value, (bool, int)):
+                rec[attr] = value
     rec["set_epoch_calls"] = a.set_epoch_calls.get(id(sampler), [])[-8:]
     a.record(rec)
     return {"it": a.iterations, "part": 0, "total": rec["dataset_len"] or 0}

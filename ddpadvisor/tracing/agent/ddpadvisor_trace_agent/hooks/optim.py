@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ def install() -> None:
         a = rt.AGENT
         if a is not None and not _compiling():
             a.counters["phase"] = "optimizer"
+            a.safe("step", a.on_opt_pre, opt)
         return None
 
     def post(opt: Any, args: Any, kwargs: Any) -> None:
@@ -80,7 +82,9 @@ def install() -> None:
                 if outer:
                     a.window.sched += 1
                     a.sched_total += 1
-                    a.safe("sched", a.cfg, f"sched{id(self)}", _sched_record(self))
+                    key = f"sched{id(self)}"
+                    if key not in a.seen_cfg:
+                        a.safe("sched", a.cfg, key, _sched_record(self, sys._getframe(1)))
 
         return step
 
@@ -100,8 +104,14 @@ def install() -> None:
         _wrap(cls, "step", f"sched_step.{cls.__name__}", make_sched)
 
 
-def _sched_record(s: Any) -> dict[str, Any]:
-    return {"k": "sched", "cls": type(s).__name__, "primary": _is_primary_opt(s)}
+def _sched_record(s: Any, caller: Any) -> dict[str, Any]:
+    """The scheduler, and who calls its ``step`` (``module.Qualified.name``): a framework's
+    wrapper (accelerate's ``AcceleratedScheduler.step``) may step it several times per call by
+    design, which the reader must know to count the schedule right."""
+    code = caller.f_code
+    name = getattr(code, "co_qualname", code.co_name)
+    by = f"{caller.f_globals.get('__name__', '?')}.{name}"
+    return {"k": "sched", "cls": type(s).__name__, "primary": _is_primary_opt(s), "by": by}
 
 
 def _is_primary_opt(s: Any) -> bool:

@@ -1,0 +1,88 @@
+"""A small classifier sharded with FSDP (FullyShardedDataParallel, one unit per block) on CPU:
+accumulation under no_sync(), clipping through the FSDP module, a DistributedSampler."""
+
+import argparse
+import contextlib
+import gc
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.ff = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width))
+
+    def forward(self, x):
+        return x + self.ff(self.norm(x))
+
+
+class Net(nn.Module):
+    def __init__(self, width=32, depth=3, classes=4):
+        super().__init__()
+        self.inp = nn.Linear(12, width)
+        self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x):
+        h = self.inp(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--accum", type=int, default=2)
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = FSDP(
+        Net(),
+        auto_wrap_policy=ModuleWrapPolicy({Block}),
+        device_id=torch.device("cpu"),
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01)
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(384, 12, generator=g)
+    y = (x[:, :3].sum(1) > 0).long() + 2 * (x[:, 3] > 0).long()
+    dataset = TensorDataset(x, y)
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=16, sampler=sampler)
+    criterion = nn.CrossEntropyLoss()
+
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        for i, (xb, yb) in enumerate(loader):
+            last = (i + 1) % args.accum == 0
+            sync = contextlib.nullcontext() if last else model.no_sync()
+            with sync:
+                loss = criterion(model(xb), yb) / args.accum
+                loss.backward()
+            if last:
+                model.clip_grad_norm_(1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+        report = loss.detach() * args.accum
+        dist.all_reduce(report, op=dist.ReduceOp.AVG)
+        if rank == 0:
+            print(f"epoch {epoch}: loss {report.item():.4f}")
+
+    del model, optimizer
+    gc.collect()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""The agent's reading of the constant factor on the loss right before backward, through DDP's
+``_DDPSink`` (the identity DDP puts on its outputs when it must find unused parameters, as the
+HF Trainer asks it to): the Trainer's ``loss / num_items_in_batch * num_processes`` must read
+as a division, not as a bare ``* num_processes``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from ddpadvisor.tracing import agent_dir
+
+PROBE = """
+import gc, os, torch, torch.distributed as dist
+from ddpadvisor_trace_agent.core import _loss_factor
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"])
+dist.init_process_group("gloo", rank=0, world_size=1)
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used, self.unused = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    def forward(self, x, count):
+        y = self.used(x)
+        return {"logits": y, "loss": (y ** 2).sum() / count}
+
+for find_unused in (True, False):
+    ddp = torch.nn.parallel.DistributedDataParallel(Net(), find_unused_parameters=find_unused)
+    out = ddp(torch.randn(2, 4), torch.tensor(8.0))
+    print(find_unused, _loss_factor(out["loss"] * 2, [])[0], _loss_factor(out["loss"], [])[0])
+    del ddp, out
+gc.collect()
+dist.destroy_process_group()
+"""
+
+
+def test_loss_factor_is_read_through_the_ddp_sink() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
+    env["PYTHONPATH"] = os.pathsep.join([str(agent_dir()), env.get("PYTHONPATH", "")])
+    env["PORT"] = str(29400 + os.getpid() % 500)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("True", "False"))]
+    # ``* 2`` on a loss divided by 8: 2/8 with and without the sink
+    assert [(r[0], float(r[1]), float(r[2])) for r in rows] == [
+        ("True", 0.25, 0.125),
+        ("False", 0.25, 0.125),
+    ]
