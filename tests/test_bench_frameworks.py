@@ -1,0 +1,32 @@
+"""bench/frameworks.py: bad input is one line and exit 2, before anything is launched."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "frameworks.py"
+
+
+def test_unknown_framework_is_one_line_and_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--only-held-out", "--framework", "no-such-stack"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "no-such-stack" in proc.stderr
+
+
+def test_held_out_options_exclude_each_other() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--held-out", "--only-held-out"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr

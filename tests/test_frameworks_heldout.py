@@ -1,0 +1,63 @@
+"""The held-out framework zoo (tests/frameworks_heldout): every job traced once on 2 CPU ranks.
+
+Only that each traced run finishes with optimizer steps recorded on every rank is asserted.
+How the tool ranks causes on these jobs is reported by ``bench/frameworks.py --held-out`` and
+never asserted: nothing is tuned on this zoo. A folder whose framework is not installed is
+skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FRAMEWORKS = Path(__file__).resolve().parent / "frameworks"
+sys.path.insert(0, str(FRAMEWORKS))
+from cases import (  # noqa: E402  (tests/frameworks/cases.py)
+    HELD_OUT,
+    Case,
+    Outcome,
+    all_folders,
+    framework_installed,
+    load_cases,
+    run_cases,
+)
+
+FOLDERS = all_folders(HELD_OUT)
+INSTALLED = [f for f in FOLDERS if framework_installed(f)]
+CASES = [case for folder in INSTALLED for case in load_cases(folder)]
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_folder_has_a_correct_run_and_two_catalogued_faults(engine: Any) -> None:
+    assert {f.name for f in FOLDERS} >= {
+        "hf_trainer",
+        "peft",
+        "accelerate",
+        "lightning",
+        "torch_stacks",
+    }
+    for folder in FOLDERS:
+        cases = load_cases(folder)
+        assert all(c.script.is_file() for c in cases), folder
+        assert any(c.cause is None for c in cases), folder
+        faults = [c.cause for c in cases if c.cause is not None]
+        assert len(faults) >= 2, folder
+        assert set(faults) <= set(engine.kb.causes), folder
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory, engine: Any) -> dict[str, Outcome]:
+    return run_cases(engine, CASES, tmp_path_factory.mktemp("heldout"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_run_records_steps_on_every_rank(outcomes: dict[str, Outcome], case: Case) -> None:
+    outcome = outcomes[case.name]
+    assert outcome.status == "ok", outcome.failure
+    assert sorted(outcome.steps) == [0, 1], outcome.steps
+    assert min(outcome.steps.values()) > 0, outcome.steps
