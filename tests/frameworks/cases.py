@@ -20,7 +20,6 @@ import importlib.util
 import os
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,12 +94,8 @@ def _ranked(diagnosis: Any) -> Ranked:
     return Ranked([c.id for c in diagnosis.causes], {c.id: c.score for c in diagnosis.causes})
 
 
-def run_case(engine: Any, case: Case, out: Path, *, echo: bool = False) -> Outcome:
-    """Trace the case once and diagnose it by the trace, by the script and by both."""
-    from ddpadvisor.evidence.gather import Sources, gather
-    from ddpadvisor.evidence.trace_reader import load_trace, read_trace
-    from ddpadvisor.tracing.launch import run_traced
-
+def job_env() -> dict[str, str]:
+    """The environment of a case's run: offline, quiet, one thread per rank."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -108,6 +103,14 @@ def run_case(engine: Any, case: Case, out: Path, *, echo: bool = False) -> Outco
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("WANDB_DISABLED", "true")
     env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def run_case(engine: Any, case: Case, out: Path, *, echo: bool = False) -> Outcome:
+    """Trace the case once on the real launch path (``ddpadvisor trace``: torchrun, the agent
+    on PYTHONPATH) and diagnose it by the trace, by the script and by both."""
+    from ddpadvisor.tracing.launch import run_traced
+
     started = time.monotonic()
     result = run_traced(
         [str(case.script), *case.args],
@@ -116,9 +119,57 @@ def run_case(engine: Any, case: Case, out: Path, *, echo: bool = False) -> Outco
         echo=echo,
         stall=180,
         timeout=600,
-        env=env,
+        env=job_env(),
     )
-    seconds = time.monotonic() - started
+    return diagnose_run(engine, case, out, result, time.monotonic() - started)
+
+
+# What the server of the fork runner imports once for the cases of a framework.
+PRELOAD = {
+    "transformers": (
+        "accelerate",
+        "transformers.trainer",
+        "transformers.hf_argparser",
+        "transformers.models.llama.modeling_llama",
+        "transformers.models.gpt2.modeling_gpt2",
+        "transformers.models.bert.modeling_bert",
+    ),
+    "accelerate": ("accelerate", "accelerate.utils"),
+    "lightning": ("lightning", "lightning.pytorch"),
+    "torch": ("torch.distributed.fsdp", "torch.distributed.optim"),
+}
+PRELOAD["peft"] = (*PRELOAD["transformers"], "peft")
+
+
+def run_cases(
+    engine: Any, cases: Iterable[Case], root: Path, workers: int = 2
+) -> dict[str, Outcome]:
+    """Every case traced once through the fork runner (tests/support/forkrun.py: torch and the
+    framework imported once, the agent installed right after torch as in a real rank),
+    ``workers`` jobs at a time; tests/test_frameworks_launch.py checks it against run_case."""
+    import sys
+
+    sys.path.insert(0, str(HERE.parent / "support"))
+    from forkrun import Job, run_many
+
+    cases = list(cases)
+    jobs = [
+        Job(c.name, c.script, root / c.framework / c.script.stem, args=c.args, timeout=600)
+        for c in cases
+    ]
+    preload = tuple(dict.fromkeys(m for c in cases for m in PRELOAD.get(c.framework, ())))
+    results = run_many(jobs, workers=workers, preload=preload, env=job_env())
+    return {
+        c.name: diagnose_run(engine, c, job.out, results[c.name], results[c.name].seconds)
+        for c, job in zip(cases, jobs)
+    }
+
+
+def diagnose_run(engine: Any, case: Case, out: Path, result: Any, seconds: float) -> Outcome:
+    """The outcome of a traced run: steps per rank, and the diagnosis three ways."""
+    from ddpadvisor.evidence.gather import Sources, gather
+    from ddpadvisor.evidence.trace_reader import load_trace, read_trace
+
     steps: dict[int, int] = {}
     try:
         ranks, _meta, _warnings = load_trace(out)
@@ -144,19 +195,6 @@ def run_case(engine: Any, case: Case, out: Path, *, echo: bool = False) -> Outco
         {o.fact: o.value for o in both.observations},
         list(both.warnings),
     )
-
-
-def run_cases(
-    engine: Any, cases: Iterable[Case], root: Path, workers: int = 2
-) -> dict[str, Outcome]:
-    cases = list(cases)
-
-    def one(case: Case) -> tuple[str, Outcome]:
-        out = root / case.framework / case.script.stem
-        return case.name, run_case(engine, case, out)
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return dict(pool.map(one, cases))
 
 
 def problems(outcome: Outcome) -> list[str]:

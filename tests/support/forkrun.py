@@ -3,11 +3,14 @@
 A real ``ddpadvisor trace`` launch of a tiny zoo script costs about 9 CPU-seconds, almost all of
 it three fresh interpreters importing torch (torchrun and two ranks). The zoo has ~55 such
 jobs, so CI would spend most of its time importing torch. This runner imports torch once, then
-forks every rank of every job from that warm process: each child gets torchrun's environment
-(RANK, WORLD_SIZE, MASTER_PORT, ...), its own output log and fresh Python/NumPy random states
-(a fresh interpreter seeds those from the OS; torch's default seed is fixed, as in a fresh
-process), installs the trace agent exactly as ``sitecustomize`` would after torch's import,
-and runs the script as ``__main__``.
+installs the trace agent right after it, as ``sitecustomize`` does in a real rank, then imports
+what jobs load lazily (torch._dynamo) and the frameworks named in ``preload`` (transformers,
+accelerate, ... : so they bind the patched torch exactly as in a real rank, where the agent is in
+before any library imports). Every rank of every job is forked from that warm process: each
+child gets torchrun's environment (RANK, WORLD_SIZE, MASTER_PORT, ...), its own output log,
+fresh Python/NumPy random states (a fresh interpreter seeds those from the OS) and torch's generator as a fresh process
+has it (its default seed is fixed; the server's imports may have drawn from it) and a fresh agent writing to the job's folder, and runs
+the script as ``__main__``.
 
 What it does not exercise is the launch itself (sitecustomize, the import hook, torchrun, the
 supervisor): tests/test_trace_zoo.py keeps a few jobs on the real ``run_traced`` path and
@@ -21,6 +24,7 @@ jobs as JSON on stdin and returns the runs' verdicts, classified by
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -34,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 POLL_S = 0.02
 KILL_AFTER_FAILURE_S = 3.0
+FRESH_TORCH_RNG: list[Any] = []  # set by the server right after `import torch`
 
 
 @dataclass
@@ -58,14 +63,24 @@ class Job:
         }
 
 
-def run_many(jobs: list[Job], workers: int = 2) -> dict[str, Any]:
-    """Run ``jobs`` (``workers`` at a time); ``{name: RunResult}`` in the order given."""
+def run_many(
+    jobs: list[Job],
+    workers: int = 2,
+    preload: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run ``jobs`` (``workers`` at a time); ``{name: RunResult}`` in the order given.
+
+    ``preload``: modules the server imports once after the agent (a missing one is skipped);
+    ``env``: the server's environment, which every job inherits (default: this process's)."""
     from ddpadvisor.tracing.launch import classify, prepare_dir, write_meta
 
     for job in jobs:
         prepare_dir(job.out)
-    payload = json.dumps({"workers": workers, "jobs": [j.to_json() for j in jobs]})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
+    spec = {"workers": workers, "preload": list(preload), "jobs": [j.to_json() for j in jobs]}
+    payload = json.dumps(spec)
+    base = dict(os.environ if env is None else env)
+    env = {k: v for k, v in base.items() if not k.startswith("DDPADVISOR_TRACE")}
     proc = subprocess.run(
         [sys.executable, str(Path(__file__))],
         input=payload,
@@ -140,13 +155,18 @@ def _rank_main(job: dict[str, Any], rank: int, port: int) -> None:
         random.seed()  # a fresh interpreter's state, not the parent's copy
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
+        torch.random.set_rng_state(FRESH_TORCH_RNG[0])
         torch.set_num_threads(1)  # torchrun sets OMP_NUM_THREADS=1 for several ranks
         script = str(Path(job["script"]).resolve())
         sys.argv = [script, *job["args"]]
         sys.path[0] = os.path.dirname(script)
-        import ddpadvisor_trace_agent
+        # A fresh agent for this rank: the server's (installed before the frameworks were
+        # imported, so they bind the patched torch) belongs to the server's pid and writes nothing.
+        from ddpadvisor_trace_agent import _int_env, core
+        from ddpadvisor_trace_agent import runtime as rt
 
-        ddpadvisor_trace_agent.install()
+        every = _int_env(rt.ENV_EVERY, rt.DEFAULT_EVERY)
+        rt.AGENT = core.Agent(out.resolve(), every, _int_env(rt.ENV_MAX_STEPS, 0) or None)
         import runpy
 
         try:
@@ -173,9 +193,21 @@ def _rank_main(job: dict[str, Any], rank: int, port: int) -> None:
 def _serve() -> None:
     spec = json.loads(sys.stdin.read())
     sys.path.insert(1, str(REPO / "ddpadvisor" / "tracing" / "agent"))  # as PYTHONPATH does
-    # torch once for every job, and what every DDP job imports lazily on its first forward
-    # (DDP asks torch._dynamo whether it is compiling: sympy and much of inductor, ~800 modules).
+    # torch once for every job, then the agent as sitecustomize installs it (right after torch,
+    # before anything else), then what every DDP job imports lazily on its first forward (DDP
+    # asks torch._dynamo whether it is compiling: sympy and much of inductor, ~800 modules) and
+    # the frameworks the jobs use.
+    import tempfile
+
     import torch
+
+    # A fresh process's torch generator state: the imports below may draw from it.
+    FRESH_TORCH_RNG.append(torch.random.get_rng_state())
+    os.environ["DDPADVISOR_TRACE"] = tempfile.mkdtemp(prefix="forkrun-server-")
+    import ddpadvisor_trace_agent
+
+    ddpadvisor_trace_agent.install()
+    os.rmdir(os.environ.pop("DDPADVISOR_TRACE"))  # the server's agent never writes
     import torch._dynamo
     import torch.distributed
     import torch.nn.parallel
@@ -184,6 +216,11 @@ def _serve() -> None:
     del torch
     with contextlib.suppress(ImportError):
         import numpy.random  # noqa: F401
+    for name in spec.get("preload", []):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            print(f"forkrun: preload {name} skipped: {exc}", file=sys.stderr)
 
     pending = list(spec["jobs"])
     workers = int(spec["workers"])
