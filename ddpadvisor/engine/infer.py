@@ -31,6 +31,7 @@ class Posterior:
     held: dict[int, list[str]] = field(default_factory=dict)
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     _entropy: float | None = field(default=None, repr=False)
+    _plogp: list[float] | None = field(default=None, repr=False)
 
     def ranking(self) -> list[int]:
         return sorted(range(len(self.causes)), key=lambda i: (-self.probs[i], self.causes[i]))
@@ -47,6 +48,12 @@ class Posterior:
         if self._entropy is None:
             self._entropy = -sum(p * math.log2(p) for p in self.probs if p > 0)
         return self._entropy
+
+    def plogp(self) -> list[float]:
+        """p log2 p of every cause (0 where p is 0), computed once for all next-step gains."""
+        if self._plogp is None:
+            self._plogp = [p * math.log2(p) if p > 0 else 0.0 for p in self.probs]
+        return self._plogp
 
 
 # A cause that needs a setup fact nobody has given stays at most this fraction of the best cause
