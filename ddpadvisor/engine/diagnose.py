@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from ddpadvisor import __version__
 from ddpadvisor.engine.infer import Contribution, Posterior, posterior
@@ -102,11 +103,15 @@ class Engine:
         self.kb = kb
         self.model = model or load_model(kb)
         self.cause_index = {c: i for i, c in enumerate(self.model.causes)}
-        # Facts each cause is linked to (directly or through a mechanism).
-        self.cause_facts: dict[str, set[str]] = {}
+
+    @cached_property
+    def cause_facts(self) -> dict[str, set[str]]:
+        """Facts each cause is linked to (directly or through a mechanism)."""
+        out: dict[str, set[str]] = {}
         for fid, table in self.model.facts.items():
             for ci in table.likelihood:
-                self.cause_facts.setdefault(self.model.causes[ci], set()).add(fid)
+                out.setdefault(self.model.causes[ci], set()).add(fid)
+        return out
 
     # -- core -----------------------------------------------------------------------------
     def observed_classes(self, winners: dict[str, Observation]) -> dict[str, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ddpadvisor.engine.model import CompiledModel, Path
@@ -26,15 +27,19 @@ class Posterior:
     causes: list[str]
     probs: list[float]
     log_weights: list[float]
-    contributions: dict[int, list[Contribution]]
+    contributions: Mapping[int, list[Contribution]]
     # cause index -> unknown setup facts that held it below the best cause not resting on one
     held: dict[int, list[str]] = field(default_factory=dict)
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     _entropy: float | None = field(default=None, repr=False)
     _plogp: list[float] | None = field(default=None, repr=False)
+    _ranking: list[int] | None = field(default=None, repr=False)
 
     def ranking(self) -> list[int]:
-        return sorted(range(len(self.causes)), key=lambda i: (-self.probs[i], self.causes[i]))
+        if self._ranking is None:
+            probs, causes = self.probs, self.causes
+            self._ranking = sorted(range(len(causes)), key=lambda i: (-probs[i], causes[i]))
+        return list(self._ranking)
 
     def index(self, cause: str) -> int:
         if not self._index:
@@ -67,30 +72,22 @@ def _weights(
     model: CompiledModel,
     observed: dict[str, str],
     extra: dict[int, list[Contribution]] | None,
-    explain: bool,
-) -> tuple[list[float], dict[int, list[Contribution]], dict[int, list[str]]]:
-    """Log weights after the evidence and the held-back cap, with the explanation if asked."""
+) -> tuple[list[float], dict[int, list[str]]]:
+    """Log weights after the evidence and the held-back cap, and the causes held back."""
     logw = list(model.log_priors)
-    contributions: dict[int, list[Contribution]] = {}
     freed: set[int] = set()  # causes a measurement backs strongly enough to lift the cap
     for ci, terms in (extra or {}).items():
         for term in terms:
             logw[ci] += term.log_lr
-            contributions.setdefault(ci, []).append(term)
     for fact_id in sorted(observed):
         table = model.facts.get(fact_id)
         if table is None:
             continue
-        cls = observed[fact_id]
         measured = fact_id in model.measured
-        for ci, lr in model.log_ratios(fact_id, table.index[cls]):
+        for ci, lr in model.log_ratios(fact_id, table.index[observed[fact_id]]):
             logw[ci] += lr
             if measured and lr > MEASURED_LEAD:
                 freed.add(ci)
-            if explain:
-                contributions.setdefault(ci, []).append(
-                    Contribution(fact_id, cls, lr, tuple(table.paths[ci]))
-                )
     held: dict[int, list[str]] = {}
     for ci, facts in model.gates.items():
         missing = [f for f in facts if f not in observed]
@@ -106,12 +103,57 @@ def _weights(
                 logw[ci] = ceiling
             else:
                 del held[ci]  # not held back: it was below the ceiling anyway
-    return logw, contributions, held
+    return logw, held
+
+
+class Explanation(Mapping[int, list[Contribution]]):
+    """Each cause's contributions (``extra`` terms first, then the observed facts in id
+    order), built when a report first asks for that cause: a diagnosis shows a few causes of
+    a rule folder that may link thousands to each observed fact."""
+
+    def __init__(
+        self,
+        model: CompiledModel,
+        observed: dict[str, str],
+        extra: dict[int, list[Contribution]] | None,
+    ) -> None:
+        self._model = model
+        self._facts = [
+            (fid, observed[fid], table)
+            for fid in sorted(observed)
+            if (table := model.facts.get(fid)) is not None
+        ]
+        self._extra = extra or {}
+        self._done: dict[int, list[Contribution]] = {}
+
+    def __getitem__(self, ci: int) -> list[Contribution]:
+        got = self._done.get(ci)
+        if got is None:
+            got = list(self._extra.get(ci, []))
+            for fact_id, cls, table in self._facts:
+                d = table.likelihood.get(ci)
+                if d is not None:
+                    k = table.index[cls]
+                    lr = math.log(d[k] / table.healthy[k])
+                    got.append(Contribution(fact_id, cls, lr, tuple(table.paths[ci])))
+            if not got:
+                raise KeyError(ci)
+            self._done[ci] = got
+        return got
+
+    def __iter__(self) -> Iterator[int]:
+        keys = dict.fromkeys(self._extra)
+        for _, _, table in self._facts:
+            keys.update(dict.fromkeys(table.likelihood))
+        return iter(keys)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def log_weights(model: CompiledModel, observed: dict[str, str]) -> list[float]:
     """The posterior's log weights without the explanation (the rule tests' fast path)."""
-    return _weights(model, observed, None, explain=False)[0]
+    return _weights(model, observed, None)[0]
 
 
 def rank_of(
@@ -139,11 +181,12 @@ def posterior(
     ``extra`` adds log-likelihood terms that do not come from a fact table (a fix whose verify
     failed or passed).
     """
-    logw, contributions, held = _weights(model, observed, extra, explain=True)
+    logw, held = _weights(model, observed, extra)
     top = max(logw)
     ws = [math.exp(x - top) for x in logw]
     total = sum(ws)
-    return Posterior(model.causes, [w / total for w in ws], logw, contributions, held)
+    explained = Explanation(model, observed, extra)
+    return Posterior(model.causes, [w / total for w in ws], logw, explained, held)
 
 
 def _entropy(ps: list[float]) -> float:

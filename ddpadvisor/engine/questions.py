@@ -84,11 +84,9 @@ def joint_gain(model: CompiledModel, post: Posterior, facts: list[str]) -> float
     if not ids:
         return 0.0
     tables = [model.facts[f] for f in ids]
-    probs = post.probs
-    plogp = post.plogp()
-    groups = _groups(model, ids)
-    masses = [sum(probs[i] for i in members) for _, members in groups]
-    shares = [sum(plogp[i] for i in members) for _, members in groups]
+    groups = _groups(model, post, ids)
+    masses = [m for _, m, _ in groups]
+    shares = [s for _, _, s in groups]
     h_now = post.entropy()
     m_u = max(0.0, 1.0 - sum(masses))
     # sum of p log p over the unlinked causes: the whole posterior's minus the linked share
@@ -96,7 +94,7 @@ def joint_gain(model: CompiledModel, post: Posterior, facts: list[str]) -> float
     after = 0.0
     for combo in itertools.product(*(range(len(t.classes)) for t in tables)):
         healthy = math.prod(t.healthy[k] for t, k in zip(tables, combo))
-        ls = [math.prod(r[k] for r, k in zip(rows, combo)) for rows, _ in groups]
+        ls = [math.prod(r[k] for r, k in zip(rows, combo)) for rows, _, _ in groups]
         pk = sum(m * x for m, x in zip(masses, ls)) + m_u * healthy
         if pk <= 0:
             continue
@@ -109,20 +107,32 @@ def joint_gain(model: CompiledModel, post: Posterior, facts: list[str]) -> float
     return max(0.0, h_now - after)
 
 
-def _groups(model: CompiledModel, ids: list[str]) -> list[tuple[list[list[float]], list[int]]]:
+def _groups(
+    model: CompiledModel, post: Posterior, ids: list[str]
+) -> list[tuple[list[list[float]], float, float]]:
     """The causes linked to any of the facts ``ids``, grouped by their likelihood rows for all
-    of them (the healthy row where a cause is not linked): (rows per fact, members)."""
+    of them (the healthy row where a cause is not linked): (rows per fact, the group's
+    posterior mass, its sum of p log2 p), each summed in ascending cause order."""
+    probs = post.probs
+    plogp = post.plogp()
     per_fact = [model.row_groups(f) for f in ids]
     if len(per_fact) == 1:
         g = per_fact[0]
-        return [([row], members) for row, members in zip(g.rows, g.members)]
+        return [
+            ([row], sum(map(probs.__getitem__, members)), sum(map(plogp.__getitem__, members)))
+            for row, members in zip(g.rows, g.members)
+        ]
+    union = sorted(set().union(*(g.of for g in per_fact)))
+    keys = zip(*(map(g.of.get, union, itertools.repeat(-1)) for g in per_fact))
+    mass: dict[tuple[int, ...], float] = {}
+    share: dict[tuple[int, ...], float] = {}
+    for i, key in zip(union, keys):
+        mass[key] = mass.get(key, 0) + probs[i]
+        share[key] = share.get(key, 0) + plogp[i]
     healthy = [model.facts[f].healthy for f in ids]
-    keyed: dict[tuple[int, ...], list[int]] = {}
-    for i in sorted(set().union(*(g.of for g in per_fact))):
-        keyed.setdefault(tuple(g.of.get(i, -1) for g in per_fact), []).append(i)
     return [
-        ([g.rows[r] if r >= 0 else h for g, r, h in zip(per_fact, key, healthy)], members)
-        for key, members in keyed.items()
+        ([g.rows[r] if r >= 0 else h for g, r, h in zip(per_fact, key, healthy)], m, share[key])
+        for key, m in mass.items()
     ]
 
 
