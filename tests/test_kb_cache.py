@@ -202,5 +202,6 @@ def test_rule_folder_round_trips_tests_and_origins(tmp_path: Path, cache_home: P
     assert dict(warm.origins) == cold.origins
     assert list(warm.test_origins) == cold.test_origins
     assert list(warm.tests) == cold.tests
-    assert {k: warm.causes[k] for k in warm.causes} == cold.causes
-    assert {k: warm.fixes[k] for k in warm.fixes} == cold.fixes
+    for kind in ("facts", "mechanisms", "causes", "fixes", "claims"):
+        entries = getattr(warm, kind)
+        assert {k: entries[k] for k in entries} == getattr(cold, kind), kind

@@ -36,7 +36,7 @@ from ddpadvisor.engine.model import CompiledModel, FactTable, RowGroups, load_mo
 from ddpadvisor.engine.model import Path as GraphPath
 from ddpadvisor.kb.files import kb_files
 from ddpadvisor.kb.model import KnowledgeBase, Origin
-from ddpadvisor.kb.schema import Cause, Claim, Fact, Fix, Mechanism, RuleTest
+from ddpadvisor.kb.schema import CHECKED, Cause, Claim, Fact, Fix, Mechanism, RuleTest
 
 FORMAT = 2
 KINDS: dict[str, type[BaseModel]] = {
@@ -152,7 +152,7 @@ class LazyEntries(MutableMapping[str, M], Generic[M]):
             k = self._where[key]
             if k is None:
                 raise KeyError(key)
-            got = self._model.model_validate_json(self._texts.span(self._at, k))
+            got = self._model.model_validate_json(self._texts.span(self._at, k), context=CHECKED)
             self._done[key] = got
         return got
 
@@ -378,7 +378,11 @@ def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel]:
     # Rule tests are only read by `kb test`, which uses them all: validate them when asked.
     kb.tests = cast(
         list[RuleTest],
-        _LazyList(lambda: [RuleTest.model_validate_json(t) for t in texts.lines(start, stop)]),
+        _LazyList(
+            lambda: [
+                RuleTest.model_validate_json(t, context=CHECKED) for t in texts.lines(start, stop)
+            ]
+        ),
     )
     kb.aliases = dict(doc["aliases"])
     m = doc["model"]

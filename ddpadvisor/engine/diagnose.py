@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 from ddpadvisor import __version__
 from ddpadvisor.engine.infer import Contribution, Posterior, posterior
@@ -103,15 +102,18 @@ class Engine:
         self.kb = kb
         self.model = model or load_model(kb)
         self.cause_index = {c: i for i, c in enumerate(self.model.causes)}
+        self._linked: dict[str, set[str]] = {}
 
-    @cached_property
-    def cause_facts(self) -> dict[str, set[str]]:
-        """Facts each cause is linked to (directly or through a mechanism)."""
-        out: dict[str, set[str]] = {}
-        for fid, table in self.model.facts.items():
-            for ci in table.likelihood:
-                out.setdefault(self.model.causes[ci], set()).add(fid)
-        return out
+    def linked_facts(self, cause: str) -> set[str]:
+        """Facts the cause is linked to (directly or through a mechanism), found when first
+        asked: a claim names a few causes of what may be thousands."""
+        got = self._linked.get(cause)
+        if got is None:
+            ci = self.cause_index.get(cause)
+            facts = self.model.facts.items()
+            got = {fid for fid, t in facts if ci in t.likelihood} if ci is not None else set()
+            self._linked[cause] = got
+        return got
 
     # -- core -----------------------------------------------------------------------------
     def observed_classes(self, winners: dict[str, Observation]) -> dict[str, str]:
@@ -486,9 +488,7 @@ class Engine:
             if claim.verdict in ("myth", "harmful"):
                 # Show a refuted tip whenever the user's situation touches it: one of its facts
                 # or one of its causes' facts was observed, or its cause is in contention.
-                touched = sorted(
-                    {f for c in causes for f in self.cause_facts.get(c, ()) if f in observed}
-                )
+                touched = sorted({f for c in causes for f in self.linked_facts(c) if f in observed})
                 if not (in_play_facts or top_causes or touched):
                     continue
                 seen = in_play_facts or touched
