@@ -89,10 +89,12 @@ def _weights(
             if measured and lr > MEASURED_LEAD:
                 freed.add(ci)
     held: dict[int, list[str]] = {}
-    for ci, facts in model.gates.items():
+    for facts, members in model.gate_groups:
         missing = [f for f in facts if f not in observed]
-        if missing and ci not in freed:
-            held[ci] = missing
+        if missing:  # one list shared by the group's causes: read, never changed
+            for ci in members:
+                if ci not in freed:
+                    held[ci] = missing
     if held:
         others = list(logw)
         for ci in held:

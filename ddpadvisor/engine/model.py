@@ -94,6 +94,15 @@ class CompiledModel:
     def log_priors(self) -> list[float]:
         return [math.log(p) for p in self.priors]
 
+    @cached_property
+    def gate_groups(self) -> list[tuple[list[str], list[int]]]:
+        """``gates`` grouped by their list of setup facts: (facts, causes needing exactly
+        those), so a posterior checks each distinct list once, not once per cause."""
+        by: dict[tuple[str, ...], list[int]] = {}
+        for ci, facts in self.gates.items():
+            by.setdefault(tuple(facts), []).append(ci)
+        return [(list(facts), members) for facts, members in by.items()]
+
     def row_groups(self, fact_id: str) -> RowGroups:
         """The fact's distinct likelihood rows and which linked causes share each one (by value,
         computed once): causes with the same row are exchangeable in an expected gain."""
