@@ -196,8 +196,21 @@ def test_new_file_invalidates_and_old_caches_go(tmp_path: Path, cache_home: Path
 
 def test_rule_folder_round_trips_tests_and_origins(tmp_path: Path, cache_home: Path) -> None:
     dirs = [bundled_dir("kb"), _rules(tmp_path)]
-    cold, _ = load_cached(dirs)
-    warm, _ = load_cached(dirs)
+    cold, cold_model = load_cached(dirs)
+    warm, warm_model = load_cached(dirs)
+    assert cold_model is not None and warm_model is not None
+    for name in ("causes", "priors", "gates", "measured", "gate_groups"):
+        assert getattr(warm_model, name) == getattr(cold_model, name), name
+    assert warm_model.facts.keys() == cold_model.facts.keys()
+    for fid, table in cold_model.facts.items():
+        got = warm_model.facts[fid]
+        assert (got.classes, got.healthy, got.likelihood) == (
+            table.classes,
+            table.healthy,
+            table.likelihood,
+        )
+        assert {ci: got.paths[ci] for ci in got.likelihood} == table.paths, fid
+        assert warm_model.row_groups(fid) == cold_model.row_groups(fid), fid
     assert type(warm.causes).__name__ == "LazyEntries"
     assert dict(warm.origins) == cold.origins
     assert list(warm.test_origins) == cold.test_origins

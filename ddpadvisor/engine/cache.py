@@ -35,7 +35,7 @@ from ddpadvisor import __version__
 from ddpadvisor.engine.model import CompiledModel, FactTable, RowGroups, load_model
 from ddpadvisor.engine.model import Path as GraphPath
 from ddpadvisor.kb.files import kb_files
-from ddpadvisor.kb.model import KnowledgeBase, Origin
+from ddpadvisor.kb.model import CATCH_ALL, KnowledgeBase, Origin
 from ddpadvisor.kb.schema import CHECKED, Cause, Claim, Fact, Fix, Mechanism, RuleTest
 
 FORMAT = 2
@@ -333,9 +333,10 @@ def _dump(kb: KnowledgeBase, model: CompiledModel, racy: dict[str, str]) -> byte
         "origins": origins,
         "tests": [tests[0], tests[-1]],
         "model": {
-            "causes": model.causes,
+            # The compiled causes are the KB's in order plus the catch-all: stored once.
+            "causes": None if model.causes == [*kb.causes, CATCH_ALL] else model.causes,
             "priors": model.priors,
-            "gates": [[ci, facts] for ci, facts in model.gates.items()],
+            "gates": model.gate_groups,
             "measured": sorted(model.measured),
             "facts": facts,
         },
@@ -404,14 +405,19 @@ def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel]:
             members[r].append(ci)
         groups[fid] = RowGroups(rows, dict(zip(linked, row)), members)
         tables[fid] = table
+    causes = m["causes"]
+    if causes is None:
+        causes = [*doc["entries"]["causes"]["ids"], CATCH_ALL]
+    gates = {ci: facts for facts, members in m["gates"] for ci in members}
     model = CompiledModel(
-        causes=m["causes"],
+        causes=causes,
         priors=m["priors"],
         facts=tables,
-        gates={ci: facts for ci, facts in m["gates"]},
+        gates=dict(sorted(gates.items())),
         measured=frozenset(m["measured"]),
     )
     model.__dict__["_row_groups"] = groups
+    model.__dict__["gate_groups"] = [(facts, members) for facts, members in m["gates"]]
     return kb, model
 
 
