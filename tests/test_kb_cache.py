@@ -154,6 +154,7 @@ def test_racy_file_is_checked_by_content(
     """On a filesystem whose stamps miss an edit, a file changed just before the cache was
     built is compared by content, so the edit is still seen."""
     monkeypatch.setattr(cache, "_stamp", lambda st: [st.st_size])
+    monkeypatch.setattr(cache, "RACY_S", 3600.0)  # a slow machine stays inside the window
     rules = _rules(tmp_path, "rare")
     dirs = [bundled_dir("kb"), rules]
     load_cached(dirs)
@@ -218,3 +219,24 @@ def test_rule_folder_round_trips_tests_and_origins(tmp_path: Path, cache_home: P
     for kind in ("facts", "mechanisms", "causes", "fixes", "claims"):
         entries = getattr(warm, kind)
         assert {k: entries[k] for k in entries} == getattr(cold, kind), kind
+
+
+def test_racy_check_is_dropped_once_files_are_old(
+    tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache built right after an edit hashes that file on each start only until the file
+    is older than the racy window; then the check is written out of the cache."""
+    monkeypatch.setattr(cache, "RACY_S", 3600.0)  # a slow machine stays inside the window
+    dirs = [bundled_dir("kb"), _rules(tmp_path)]
+    load_cached(dirs)
+    (path,) = cache_home.rglob("kb-*.json")
+    assert json.loads(path.read_bytes().splitlines()[0])["racy"], "the new rule file is racy"
+    load_cached(dirs)
+    assert json.loads(path.read_bytes().splitlines()[0])["racy"], "still inside the window"
+    monkeypatch.setattr(cache, "RACY_S", -60.0)  # as if the window had passed
+    kb, _ = load_cached(dirs)
+    assert type(kb.causes).__name__ == "LazyEntries"
+    assert json.loads(path.read_bytes().splitlines()[0])["racy"] == {}
+    monkeypatch.setattr(cache, "_digest", lambda p: pytest.fail(f"hashed {p}"))
+    warm, model = load_cached(dirs)
+    assert model is not None and warm.causes["cached-cause"].prior == "rare"

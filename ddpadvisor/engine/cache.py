@@ -93,14 +93,14 @@ class Stamp:
         self.name = f"kb-{folders.hexdigest()[:16]}-{h.hexdigest()[:32]}.json"
         self.prefix = self.name[: len("kb-") + 16]
 
-    def racy(self) -> dict[str, str]:
-        """SHA-256 of each file changed too close to now for its stamp to be trusted."""
+    def racy_files(self) -> list[Path]:
+        """The files changed too close to now for their stamps to be trusted."""
         edge = self.now_ns - int(RACY_S * 1e9)
-        return {
-            str(p): _digest(p)
-            for p, st in self.files
-            if max(st.st_mtime_ns, st.st_ctime_ns) >= edge
-        }
+        return [p for p, st in self.files if max(st.st_mtime_ns, st.st_ctime_ns) >= edge]
+
+    def racy(self) -> dict[str, str]:
+        """SHA-256 of each racy file."""
+        return {str(p): _digest(p) for p in self.racy_files()}
 
 
 def trusted(path: Path) -> bool:
@@ -344,7 +344,8 @@ def _dump(kb: KnowledgeBase, model: CompiledModel, racy: dict[str, str]) -> byte
     return plain(header).encode() + b"\n" + b"".join(out.parts)
 
 
-def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel]:
+def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel, list[str]]:
+    """The KB and model, and the racy files whose content was checked."""
     end = data.index(b"\n")
     doc = json.loads(data[:end])
     if doc.get("format") != FORMAT or doc.get("version") != __version__:
@@ -418,7 +419,7 @@ def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel]:
     )
     model.__dict__["_row_groups"] = groups
     model.__dict__["gate_groups"] = [(facts, members) for facts, members in m["gates"]]
-    return kb, model
+    return kb, model, list(doc["racy"])
 
 
 def load_cached(dirs: list[Path]) -> tuple[KnowledgeBase, CompiledModel | None]:
@@ -433,9 +434,14 @@ def load_cached(dirs: list[Path]) -> tuple[KnowledgeBase, CompiledModel | None]:
     if path is not None and path.is_file() and trusted(path):
         try:
             with path.open("rb") as fh:
-                return _restore(fh.read())
+                data = fh.read()
+            kb, model, checked = _restore(data)
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             pass  # a stale or broken cache is rebuilt below
+        else:
+            if checked and found is not None and not _racy_now(found, checked):
+                _settle(path, data, found.prefix)
+            return kb, model
     # Racy files are hashed before they are loaded: a later edit then fails the check.
     racy = found.racy() if found else {}
     from ddpadvisor.kb.load import load_kb
@@ -447,6 +453,20 @@ def load_cached(dirs: list[Path]) -> tuple[KnowledgeBase, CompiledModel | None]:
     if path is not None and found is not None:
         _write(path, _dump(kb, model, racy), found.prefix)
     return kb, model
+
+
+def _racy_now(found: Stamp, checked: list[str]) -> bool:
+    return bool(set(checked) & {str(p) for p in found.racy_files()})
+
+
+def _settle(path: Path, data: bytes, prefix: str) -> None:
+    """The racy files matched their digests and are now older than the racy window, so their
+    stamps pin their content from here on: drop the check, and the hashing, from the cache."""
+    end = data.index(b"\n")
+    doc = json.loads(data[:end])
+    doc["racy"] = {}
+    head = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+    _write(path, head + data[end:], prefix)
 
 
 def _write(path: Path, data: bytes, prefix: str) -> None:
