@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddpadvisor.engine.diagnose import Engine
-from ddpadvisor.engine.infer import expected_gain, posterior
+from ddpadvisor.engine.infer import expected_gain, posterior, rank_of
 from ddpadvisor.engine.questions import joint_gain
 from ddpadvisor.kb.synthetic import synthetic_kb
 from ddpadvisor.kb.values import classes
@@ -155,3 +155,16 @@ def test_joint_gain_matches_brute_force_with_shared_rows() -> None:
         got = joint_gain(model, post, facts)
         assert got > 0
         assert math.isclose(got, post.entropy() - expect, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from([-3.0, -1.5, -1.5, 0.0, 0.25, 2.0]), min_size=1, max_size=30))
+def test_rank_of_counts_like_a_sort(logw: list[float]) -> None:
+    """A rule test's rank of a cause, counted or bisected, is its place in the ranking order
+    (weight descending, then name), ties included."""
+    causes = [f"c{i:02d}" for i in range(len(logw))][::-1]
+    order = sorted(range(len(logw)), key=lambda i: (-logw[i], causes[i]))
+    ascending = sorted(logw)
+    for ci in range(len(logw)):
+        assert rank_of(causes, logw, ci) == order.index(ci)
+        assert rank_of(causes, logw, ci, ascending) == order.index(ci)

@@ -84,27 +84,26 @@ def _weights(
         if table is None:
             continue
         measured = fact_id in model.measured
-        for ci, lr in model.log_ratios(fact_id, table.index[observed[fact_id]]):
-            logw[ci] += lr
+        for lr, members in model.log_ratios(fact_id, table.index[observed[fact_id]]):
+            for ci in members:
+                logw[ci] += lr
             if measured and lr > MEASURED_LEAD:
-                freed.add(ci)
-    held: dict[int, list[str]] = {}
+                freed.update(members)
+    waiting: list[tuple[int, list[str]]] = []
     for facts, members in model.gate_groups:
         missing = [f for f in facts if f not in observed]
         if missing:  # one list shared by the group's causes: read, never changed
-            for ci in members:
-                if ci not in freed:
-                    held[ci] = missing
-    if held:
+            waiting.extend((ci, missing) for ci in members if ci not in freed)
+    held: dict[int, list[str]] = {}
+    if waiting:
         others = list(logw)
-        for ci in held:
+        for ci, _ in waiting:
             others[ci] = -math.inf
         ceiling = max(others) + math.log(HELD_SHARE)
-        for ci in list(held):
-            if logw[ci] > ceiling:
+        for ci, missing in waiting:
+            if logw[ci] > ceiling:  # below the ceiling anyway: not held back
                 logw[ci] = ceiling
-            else:
-                del held[ci]  # not held back: it was below the ceiling anyway
+                held[ci] = missing
     return logw, held
 
 
@@ -162,13 +161,17 @@ def rank_of(
     causes: list[str], logw: list[float], ci: int, ascending: list[float] | None = None
 ) -> int:
     """0-based position of cause ``ci`` in :meth:`Posterior.ranking` order without sorting the
-    causes: bisection in ``ascending`` (``sorted(logw)``, shared between calls) and a name
-    comparison only among exact ties."""
-    order = sorted(logw) if ascending is None else ascending
+    causes: bisection in ``ascending`` (``sorted(logw)``, shared between calls) or, without it,
+    one count of the larger weights; a name comparison only among exact ties."""
     mine, name = logw[ci], causes[ci]
-    above = bisect.bisect_right(order, mine)
-    ahead = len(order) - above
-    if above - bisect.bisect_left(order, mine) > 1:
+    if ascending is None:
+        ahead = sum(map(mine.__lt__, logw))
+        ties = logw.count(mine)
+    else:
+        above = bisect.bisect_right(ascending, mine)
+        ahead = len(ascending) - above
+        ties = above - bisect.bisect_left(ascending, mine)
+    if ties > 1:
         ahead += sum(1 for i, x in enumerate(logw) if x == mine and causes[i] < name)
     return ahead
 

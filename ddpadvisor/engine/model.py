@@ -123,17 +123,18 @@ class CompiledModel:
             got = memo[fact_id] = RowGroups(rows, of, members)
         return got
 
-    def log_ratios(self, fact_id: str, k: int) -> list[tuple[int, float]]:
-        """(cause index, ln P(class k | cause) / P(class k | no fault)) for the linked causes,
-        computed once per class: rule tests and next-step gains ask for the same ones often."""
-        memo: dict[tuple[str, int], list[tuple[int, float]]] = self.__dict__.setdefault(
+    def log_ratios(self, fact_id: str, k: int) -> list[tuple[float, list[int]]]:
+        """ln P(class k | cause) / P(class k | no fault) for the linked causes, once per
+        distinct likelihood row: (log ratio, the causes with that row). Computed once per class:
+        rule tests and next-step gains ask for the same ones often."""
+        memo: dict[tuple[str, int], list[tuple[float, list[int]]]] = self.__dict__.setdefault(
             "_log_ratios", {}
         )
         got = memo.get((fact_id, k))
         if got is None:
-            table = self.facts[fact_id]
-            h = table.healthy[k]
-            got = [(ci, math.log(d[k] / h)) for ci, d in table.likelihood.items()]
+            h = self.facts[fact_id].healthy[k]
+            groups = self.row_groups(fact_id)
+            got = [(math.log(d[k] / h), m) for d, m in zip(groups.rows, groups.members)]
             memo[(fact_id, k)] = got
         return got
 
