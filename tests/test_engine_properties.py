@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddpadvisor.engine.diagnose import Engine
-from ddpadvisor.engine.infer import expected_gain, posterior, rank_of
+from ddpadvisor.engine.infer import Posterior, expected_gain, posterior, rank_of
 from ddpadvisor.engine.questions import joint_gain
 from ddpadvisor.kb.synthetic import synthetic_kb
 from ddpadvisor.kb.values import classes
@@ -168,3 +168,11 @@ def test_rank_of_counts_like_a_sort(logw: list[float]) -> None:
     for ci in range(len(logw)):
         assert rank_of(causes, logw, ci) == order.index(ci)
         assert rank_of(causes, logw, ci, ascending) == order.index(ci)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.1, 0.1, 0.25, 0.5]), min_size=1, max_size=30))
+def test_ranking_is_probability_then_name(probs: list[float]) -> None:
+    causes = [f"c{(7 * i) % 31:02d}" for i in range(len(probs))]
+    post = Posterior(causes, probs, [0.0] * len(probs), {})
+    assert post.ranking() == sorted(range(len(probs)), key=lambda i: (-probs[i], causes[i]))

@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
@@ -471,6 +470,8 @@ def _settle(path: Path, data: bytes, prefix: str) -> None:
 
 def _write(path: Path, data: bytes, prefix: str) -> None:
     """Write atomically, then drop older caches of the same folders (their stamps are gone)."""
+    import tempfile  # only a cold start writes
+
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")

@@ -36,9 +36,12 @@ class Posterior:
     _ranking: list[int] | None = field(default=None, repr=False)
 
     def ranking(self) -> list[int]:
+        """Cause indices by probability, highest first, ties by name."""
         if self._ranking is None:
-            probs, causes = self.probs, self.causes
-            self._ranking = sorted(range(len(causes)), key=lambda i: (-probs[i], causes[i]))
+            # Two stable sorts with C-level keys: by name, then by probability descending
+            # (reverse=True keeps equal items in order), the same as key (-p, name).
+            by_name = sorted(range(len(self.causes)), key=self.causes.__getitem__)
+            self._ranking = sorted(by_name, key=self.probs.__getitem__, reverse=True)
         return list(self._ranking)
 
     def index(self, cause: str) -> int:
