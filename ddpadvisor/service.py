@@ -22,7 +22,7 @@ def load_engine(kb_dirs: Sequence[Path] = ()) -> Engine:
     """The bundled KB, the user's config folder and ``kb_dirs``, validated and compiled."""
     from ddpadvisor.engine.cache import load_cached
     from ddpadvisor.engine.diagnose import Engine
-    from ddpadvisor.kb.load import default_dirs
+    from ddpadvisor.kb.files import default_dirs
 
     kb, model = load_cached(default_dirs(list(kb_dirs)))
     kb.raise_first_problem()

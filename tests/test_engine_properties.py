@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddpadvisor.engine.diagnose import Engine
-from ddpadvisor.engine.infer import expected_gain, posterior
+from ddpadvisor.engine.infer import Posterior, expected_gain, posterior, rank_of
+from ddpadvisor.engine.questions import joint_gain
 from ddpadvisor.kb.synthetic import synthetic_kb
 from ddpadvisor.kb.values import classes
 from ddpadvisor.observation import Observation
@@ -128,3 +130,49 @@ def test_gain_matches_brute_force_entropy() -> None:
             after = posterior(engine.model, {fid: label})
             expect += pk * after.entropy()
         assert math.isclose(expected_gain(engine.model, post, fid), h0 - expect, abs_tol=1e-9)
+
+
+def test_joint_gain_matches_brute_force_with_shared_rows() -> None:
+    """Causes that share likelihood rows are summed as groups; the joint gain of several facts
+    still equals the textbook expectation over their joint outcomes."""
+    engine = Engine(synthetic_kb(300, 900, 6, seed=3))
+    model = engine.model
+    shared = [len(model.row_groups(f).rows) < len(model.facts[f].likelihood) for f in model.facts]
+    assert all(shared), "the generated KB should have causes with identical rows"
+    first = sorted(model.facts)[0]
+    seen = {first: classes(engine.kb.facts[first])[0]}
+    post = posterior(model, seen)
+    for facts in (["f1"], ["f1", "f2"], ["f2", "f3", "f4"]):
+        tables = [model.facts[f] for f in facts]
+        expect = 0.0
+        for combo in itertools.product(*(range(len(t.classes)) for t in tables)):
+            pk = sum(
+                p * math.prod(t.likelihood.get(i, t.healthy)[k] for t, k in zip(tables, combo))
+                for i, p in enumerate(post.probs)
+            )
+            labels = {f: t.classes[k] for f, t, k in zip(facts, tables, combo)}
+            expect += pk * posterior(model, {**seen, **labels}).entropy()
+        got = joint_gain(model, post, facts)
+        assert got > 0
+        assert math.isclose(got, post.entropy() - expect, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from([-3.0, -1.5, -1.5, 0.0, 0.25, 2.0]), min_size=1, max_size=30))
+def test_rank_of_counts_like_a_sort(logw: list[float]) -> None:
+    """A rule test's rank of a cause, counted or bisected, is its place in the ranking order
+    (weight descending, then name), ties included."""
+    causes = [f"c{i:02d}" for i in range(len(logw))][::-1]
+    order = sorted(range(len(logw)), key=lambda i: (-logw[i], causes[i]))
+    ascending = sorted(logw)
+    for ci in range(len(logw)):
+        assert rank_of(causes, logw, ci) == order.index(ci)
+        assert rank_of(causes, logw, ci, ascending) == order.index(ci)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.1, 0.1, 0.25, 0.5]), min_size=1, max_size=30))
+def test_ranking_is_probability_then_name(probs: list[float]) -> None:
+    causes = [f"c{(7 * i) % 31:02d}" for i in range(len(probs))]
+    post = Posterior(causes, probs, [0.0] * len(probs), {})
+    assert post.ranking() == sorted(range(len(probs)), key=lambda i: (-probs[i], causes[i]))

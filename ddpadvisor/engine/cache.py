@@ -1,15 +1,20 @@
-"""Cache the validated KB and its compiled model between runs, as JSON (never pickle).
+"""Cache the validated KB and its compiled model between runs, as JSON lines (never pickle).
 
 Parsing and validating every YAML file costs more than a diagnosis, and ``--json`` must start
 fast. The cache is plain data, so a tampered file can at worst give a wrong answer, never run
 code; it is also only read when this user owns it and nobody else can write it or its folder.
-The key is a hash of the tool version, the cache format and every KB file's path and bytes, so
-any edit to a rule invalidates it. Only problem-free KBs are cached. DDPADVISOR_NO_CACHE=1
-skips it.
+Only problem-free KBs are cached. DDPADVISOR_NO_CACHE=1 skips it.
 
-Each KB entry is stored as its own JSON text and validated only when first used: a diagnosis
-touches a handful of the causes of a 10,000-cause rule folder, so a warm start pays for the
-compiled model and those few entries.
+The file is named after the KB folders and a stamp of every rule file (path, size, mtime,
+ctime, inode) and of the code that compiles the model, so a warm start reads no rule file:
+any edit changes the ctime at least. A file changed within ``RACY_S`` seconds before the cache
+was built could be changed again without moving its stamp on a coarse clock (git's "racily
+clean" case); the cache keeps the SHA-256 of such files and checks it on every read.
+
+Layout: the first line is a JSON header (the compiled model, the KB's ids and where each
+entry's text lies); every following line is one entry's JSON text. A warm start decodes the
+header and validates only the entries the diagnosis uses (the causes shown, their fixes, the
+facts and claims), so a 10,000-cause rule folder costs little more than the bundled KB.
 """
 
 from __future__ import annotations
@@ -18,21 +23,21 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
-from collections.abc import Iterator, MutableMapping
+import time
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 
 from ddpadvisor import __version__
-from ddpadvisor.engine.model import CompiledModel, FactTable, load_model
+from ddpadvisor.engine.model import CompiledModel, FactTable, RowGroups, load_model
 from ddpadvisor.engine.model import Path as GraphPath
-from ddpadvisor.kb.load import kb_files, load_kb
-from ddpadvisor.kb.model import KnowledgeBase, Origin
-from ddpadvisor.kb.schema import Cause, Claim, Fact, Fix, Mechanism, RuleTest
+from ddpadvisor.kb.files import kb_files
+from ddpadvisor.kb.model import CATCH_ALL, KnowledgeBase, Origin
+from ddpadvisor.kb.schema import CHECKED, Cause, Claim, Fact, Fix, Mechanism, RuleTest
 
-FORMAT = 1
+FORMAT = 2
 KINDS: dict[str, type[BaseModel]] = {
     "facts": Fact,
     "mechanisms": Mechanism,
@@ -40,6 +45,11 @@ KINDS: dict[str, type[BaseModel]] = {
     "fixes": Fix,
     "claims": Claim,
 }
+# A rule file whose mtime or ctime is this close to the cache's build is checked by content.
+RACY_S = 2.0
+# The code that compiles the model is part of the stamp: a changed model, schema or level table
+# must never load an old cache.
+CODE = ("model.py", "../kb/schema.py", "../kb/levels.py", "../kb/values.py", "cache.py")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -49,25 +59,47 @@ def cache_dir() -> Path:
     return Path(base) / "ddpadvisor"
 
 
-def _key(dirs: list[Path]) -> str | None:
-    h = hashlib.sha256(f"{__version__}\0{FORMAT}\n".encode())
-    # The code that compiles the model is part of the key: a changed model, schema or level
-    # table must never load an old cache.
-    for code in ("model.py", "../kb/schema.py", "../kb/levels.py", "../kb/values.py"):
-        st = (Path(__file__).parent / code).stat()
-        h.update(f"{code}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    for folder in dirs:
-        if not folder.is_dir():
-            return None  # let the loader report it
-        h.update(str(folder.resolve()).encode() + b"\n")
-        for path in kb_files(folder):
-            try:
-                data = path.read_bytes()
-            except OSError:
-                return None
-            h.update(f"{path}\0{len(data)}\0".encode())
-            h.update(hashlib.sha256(data).digest())
-    return h.hexdigest()[:40]
+def _stamp(st: os.stat_result) -> list[int]:
+    """What changes when a file's bytes do (ctime moves on every write and cannot be set)."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Stamp:
+    """The KB folders' rule files as found now: the cache file's name and the racy files."""
+
+    def __init__(self, dirs: list[Path]) -> None:
+        self.now_ns = time.time_ns()
+        h = hashlib.sha256(f"{__version__}\0{FORMAT}\n".encode())
+        for code in CODE:
+            st = (Path(__file__).parent / code).stat()
+            h.update(f"{code}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        folders = hashlib.sha256()
+        self.files: list[tuple[Path, os.stat_result]] = []
+        for folder in dirs:
+            if not folder.is_dir():
+                raise FileNotFoundError(folder)  # let the loader report it
+            name = str(folder.resolve())
+            folders.update(name.encode() + b"\n")
+            h.update(name.encode() + b"\n")
+            for path in kb_files(folder):
+                st = path.stat()
+                self.files.append((path, st))
+                h.update(f"{path}\0{_stamp(st)}\n".encode())
+        self.name = f"kb-{folders.hexdigest()[:16]}-{h.hexdigest()[:32]}.json"
+        self.prefix = self.name[: len("kb-") + 16]
+
+    def racy_files(self) -> list[Path]:
+        """The files changed too close to now for their stamps to be trusted."""
+        edge = self.now_ns - int(RACY_S * 1e9)
+        return [p for p, st in self.files if max(st.st_mtime_ns, st.st_ctime_ns) >= edge]
+
+    def racy(self) -> dict[str, str]:
+        """SHA-256 of each racy file."""
+        return {str(p): _digest(p) for p in self.racy_files()}
 
 
 def trusted(path: Path) -> bool:
@@ -87,132 +119,101 @@ def trusted(path: Path) -> bool:
     return True
 
 
+class _Texts:
+    """The cache file's entry lines, sliced out on demand."""
+
+    def __init__(self, data: bytes, base: int) -> None:
+        self._data = data
+        self._base = base
+
+    def span(self, at: list[int], k: int) -> bytes:
+        """Text ``k`` of a run of lines whose start offsets are ``at`` (one past the end last)."""
+        return self._data[self._base + at[k] : self._base + at[k + 1] - 1]
+
+    def lines(self, start: int, end: int) -> list[bytes]:
+        chunk = self._data[self._base + start : self._base + end]
+        return chunk.splitlines()
+
+
 class LazyEntries(MutableMapping[str, M], Generic[M]):
     """A mapping id -> model that validates each stored JSON text on first access."""
 
-    def __init__(self, model: type[M], raw: dict[str, str]) -> None:
+    def __init__(self, model: type[M], ids: list[str], at: list[int], texts: _Texts) -> None:
         self._model = model
-        self._raw = raw
+        self._at = at
+        self._texts = texts
+        self._where: dict[str, int | None] = dict(zip(ids, range(len(ids))))
         self._done: dict[str, M] = {}
 
     def __getitem__(self, key: str) -> M:
         got = self._done.get(key)
         if got is None:
-            got = self._model.model_validate_json(self._raw[key])
+            k = self._where[key]
+            if k is None:
+                raise KeyError(key)
+            got = self._model.model_validate_json(self._texts.span(self._at, k), context=CHECKED)
             self._done[key] = got
         return got
 
     def __setitem__(self, key: str, value: M) -> None:
-        self._raw[key] = ""
+        self._where.setdefault(key, None)
         self._done[key] = value
 
     def __delitem__(self, key: str) -> None:
-        del self._raw[key]
+        del self._where[key]
         self._done.pop(key, None)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._raw)
+        return iter(self._where)
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return len(self._where)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._raw
+        return key in self._where
 
 
-def _dump(kb: KnowledgeBase, model: CompiledModel) -> dict[str, Any]:
-    def text(m: BaseModel) -> str:
-        return m.model_dump_json(by_alias=True, exclude_defaults=True)
+class _LazyOrigins(MutableMapping[tuple[str, str], Origin]):
+    """Where each entry was defined, decoded when first asked (``kb test`` warnings, errors)."""
 
-    return {
-        "format": FORMAT,
-        "version": __version__,
-        "entries": {kind: {i: text(m) for i, m in getattr(kb, kind).items()} for kind in KINDS},
-        "tests": [text(t) for t in kb.tests],
-        "origins": [[k, i, o.file, o.line] for (k, i), o in kb.origins.items()],
-        "test_origins": [[o.file, o.line] for o in kb.test_origins],
-        "aliases": kb.aliases,
-        "dirs": kb.dirs,
-        "model": {
-            "causes": model.causes,
-            "priors": model.priors,
-            "gates": {str(ci): facts for ci, facts in model.gates.items()},
-            "measured": sorted(model.measured),
-            "facts": {
-                fid: {
-                    "classes": t.classes,
-                    "healthy": t.healthy,
-                    "likelihood": {str(ci): d for ci, d in t.likelihood.items()},
-                    "paths": {
-                        str(ci): [[p.finding, p.mechanism, p.weight, p.explicit_p] for p in ps]
-                        for ci, ps in t.paths.items()
-                    },
-                }
-                for fid, t in model.facts.items()
-            },
-        },
-    }
+    def __init__(self, fill: Callable[[], dict[tuple[str, str], Origin]]) -> None:
+        self._fill = fill
+        self._data: dict[tuple[str, str], Origin] | None = None
+
+    def _get(self) -> dict[tuple[str, str], Origin]:
+        if self._data is None:
+            self._data = self._fill()
+        return self._data
+
+    def __getitem__(self, key: tuple[str, str]) -> Origin:
+        return self._get()[key]
+
+    def __setitem__(self, key: tuple[str, str], value: Origin) -> None:
+        self._get()[key] = value
+
+    def __delitem__(self, key: tuple[str, str]) -> None:
+        del self._get()[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
-def _restore(doc: dict[str, Any]) -> tuple[KnowledgeBase, CompiledModel]:
-    if doc.get("format") != FORMAT or doc.get("version") != __version__:
-        raise ValueError("another cache format")
-    kb = KnowledgeBase(dirs=list(doc["dirs"]))
-    for kind, model_type in KINDS.items():
-        setattr(kb, kind, LazyEntries(model_type, dict(doc["entries"][kind])))
-    # Rule tests are only read by `kb test`, which uses them all: validate them when asked.
-    kb.tests = cast(list[RuleTest], _LazyTests(doc["tests"]))
-    kb.origins = {(k, i): Origin(f, ln) for k, i, f, ln in doc["origins"]}
-    kb.test_origins = [Origin(f, ln) for f, ln in doc["test_origins"]]
-    kb.aliases = dict(doc["aliases"])
-    m = doc["model"]
-    tables = {}
-    for fid, t in m["facts"].items():
-        table = FactTable(
-            id=fid,
-            classes=list(t["classes"]),
-            index={c: i for i, c in enumerate(t["classes"])},
-            healthy=list(t["healthy"]),
-        )
-        table.likelihood = {int(ci): d for ci, d in t["likelihood"].items()}
-        table.paths = cast(dict[int, list[GraphPath]], _LazyPaths(t["paths"]))
-        tables[fid] = table
-    return kb, CompiledModel(
-        causes=list(m["causes"]),
-        priors=list(m["priors"]),
-        facts=tables,
-        gates={int(ci): list(facts) for ci, facts in m["gates"].items()},
-        measured=frozenset(m["measured"]),
-    )
+class _LazyList(list[Any]):
+    """A list filled on first use (the rule tests and their origins: only ``kb test``)."""
 
-
-class _LazyPaths(dict[int, list[GraphPath]]):
-    """A fact table's graph paths per cause, built when an explanation first asks for them."""
-
-    def __init__(self, raw: dict[str, list[list[Any]]]) -> None:
+    def __init__(self, fill: Callable[[], list[Any]]) -> None:
         super().__init__()
-        self._raw = raw
-
-    def __missing__(self, ci: int) -> list[GraphPath]:
-        rows = self._raw[str(ci)]
-        built = [GraphPath(f, mech, float(w), bool(x)) for f, mech, w, x in rows]
-        self[ci] = built
-        return built
-
-
-class _LazyTests(list[RuleTest]):
-    """The rule tests, validated from their JSON texts on first use of the list."""
-
-    def __init__(self, raw: list[str]) -> None:
-        super().__init__()
-        self._raw: list[str] | None = raw
+        self._fill_with: Callable[[], list[Any]] | None = fill
 
     def _fill(self) -> None:
-        if self._raw is not None:
-            raw, self._raw = self._raw, None
-            super().extend(RuleTest.model_validate_json(r) for r in raw)
+        if self._fill_with is not None:
+            fill, self._fill_with = self._fill_with, None
+            super().extend(fill())
 
-    def __iter__(self) -> Iterator[RuleTest]:
+    def __iter__(self) -> Iterator[Any]:
         self._fill()
         return super().__iter__()
 
@@ -224,33 +225,262 @@ class _LazyTests(list[RuleTest]):
         self._fill()
         return super().__getitem__(i)
 
+    def append(self, item: Any) -> None:
+        self._fill()
+        super().append(item)
+
+    def __contains__(self, item: object) -> bool:
+        self._fill()
+        return super().__contains__(item)
+
+    def __eq__(self, other: object) -> bool:
+        self._fill()
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _LazyPaths(dict[int, list[GraphPath]]):
+    """A fact table's graph paths per cause, decoded when an explanation first asks for them."""
+
+    def __init__(self, linked: list[int], texts: _Texts, span: list[int]) -> None:
+        super().__init__()
+        self._linked = linked
+        self._texts = texts
+        self._span = span
+        self._rows: dict[int, list[list[Any]]] | None = None
+
+    def __missing__(self, ci: int) -> list[GraphPath]:
+        if self._rows is None:
+            raw = json.loads(self._texts.span(self._span, 0))
+            self._rows = dict(zip(self._linked, raw))
+        built = [GraphPath(f, mech, float(w), bool(x)) for f, mech, w, x in self._rows[ci]]
+        self[ci] = built
+        return built
+
+
+class _Writer:
+    """Collects entry lines and the offsets the header records for them."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def add(self, text: str) -> int:
+        data = text.encode() + b"\n"
+        start = self.size
+        self.parts.append(data)
+        self.size += len(data)
+        return start
+
+    def run(self, texts: list[str]) -> list[int]:
+        """Offsets of ``texts`` written as consecutive lines, plus the end."""
+        at = [self.add(t) for t in texts]
+        return [*at, self.size]
+
+
+def _dump(kb: KnowledgeBase, model: CompiledModel, racy: dict[str, str]) -> bytes:
+    def text(m: BaseModel) -> str:
+        return m.model_dump_json(by_alias=True, exclude_defaults=True)
+
+    def plain(obj: Any) -> str:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+    out = _Writer()
+    entries = {}
+    for kind in KINDS:
+        table = getattr(kb, kind)
+        entries[kind] = {"ids": list(table), "at": out.run([text(m) for m in table.values()])}
+    files = sorted({o.file for o in kb.origins.values()} | {o.file for o in kb.test_origins})
+    file_no = {f: i for i, f in enumerate(files)}
+    origins = out.run(
+        [
+            plain(
+                {
+                    "files": files,
+                    "entries": [
+                        [k, i, file_no[o.file], o.line] for (k, i), o in kb.origins.items()
+                    ],
+                    "tests": [[file_no[o.file], o.line] for o in kb.test_origins],
+                }
+            )
+        ]
+    )
+    tests = out.run([text(t) for t in kb.tests])
+    facts = {}
+    for fid, t in model.facts.items():
+        groups = model.row_groups(fid)
+        linked = list(t.likelihood)
+        paths = [
+            [[p.finding, p.mechanism, p.weight, p.explicit_p] for p in t.paths[ci]] for ci in linked
+        ]
+        facts[fid] = {
+            "classes": t.classes,
+            "healthy": t.healthy,
+            "rows": groups.rows,
+            "linked": linked,
+            "row": [groups.of[ci] for ci in linked],
+            "paths": out.run([plain(paths)]),
+        }
+    header = {
+        "format": FORMAT,
+        "version": __version__,
+        "racy": racy,
+        "dirs": kb.dirs,
+        "aliases": kb.aliases,
+        "entries": entries,
+        "origins": origins,
+        "tests": [tests[0], tests[-1]],
+        "model": {
+            # The compiled causes are the KB's in order plus the catch-all: stored once.
+            "causes": None if model.causes == [*kb.causes, CATCH_ALL] else model.causes,
+            "priors": model.priors,
+            "gates": model.gate_groups,
+            "measured": sorted(model.measured),
+            "facts": facts,
+        },
+    }
+    return plain(header).encode() + b"\n" + b"".join(out.parts)
+
+
+def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel, list[str]]:
+    """The KB and model, and the racy files whose content was checked."""
+    end = data.index(b"\n")
+    doc = json.loads(data[:end])
+    if doc.get("format") != FORMAT or doc.get("version") != __version__:
+        raise ValueError("another cache format")
+    for name, digest in doc["racy"].items():
+        if _digest(Path(name)) != digest:
+            raise ValueError("a rule file changed without changing its stamp")
+    texts = _Texts(data, end + 1)
+    kb = KnowledgeBase(dirs=list(doc["dirs"]))
+    for kind, model_type in KINDS.items():
+        got = doc["entries"][kind]
+        setattr(kb, kind, LazyEntries(model_type, got["ids"], got["at"], texts))
+    span = doc["origins"]
+    where: dict[str, Any] = {}
+
+    def where_from() -> dict[str, Any]:
+        if not where:
+            where.update(json.loads(texts.span(span, 0)))
+        return where
+
+    def entry_origins() -> dict[tuple[str, str], Origin]:
+        files = where_from()["files"]
+        return {(k, i): Origin(files[f], ln) for k, i, f, ln in where["entries"]}
+
+    def test_origins() -> list[Origin]:
+        files = where_from()["files"]
+        return [Origin(files[f], ln) for f, ln in where["tests"]]
+
+    start, stop = doc["tests"]
+    kb.origins = cast(dict[tuple[str, str], Origin], _LazyOrigins(entry_origins))
+    kb.test_origins = cast(list[Origin], _LazyList(test_origins))
+    # Rule tests are only read by `kb test`, which uses them all: validate them when asked.
+    kb.tests = cast(
+        list[RuleTest],
+        _LazyList(
+            lambda: [
+                RuleTest.model_validate_json(t, context=CHECKED) for t in texts.lines(start, stop)
+            ]
+        ),
+    )
+    kb.aliases = dict(doc["aliases"])
+    m = doc["model"]
+    tables = {}
+    groups: dict[str, RowGroups] = {}
+    for fid, t in m["facts"].items():
+        classes = t["classes"]
+        table = FactTable(
+            id=fid,
+            classes=classes,
+            index={c: i for i, c in enumerate(classes)},
+            healthy=t["healthy"],
+        )
+        rows, linked, row = t["rows"], t["linked"], t["row"]
+        table.likelihood = {ci: rows[r] for ci, r in zip(linked, row)}
+        table.paths = _LazyPaths(linked, texts, t["paths"])
+        members: list[list[int]] = [[] for _ in rows]
+        for ci, r in zip(linked, row):
+            members[r].append(ci)
+        groups[fid] = RowGroups(rows, dict(zip(linked, row)), members)
+        tables[fid] = table
+    causes = m["causes"]
+    if causes is None:
+        causes = [*doc["entries"]["causes"]["ids"], CATCH_ALL]
+    gates = {ci: facts for facts, members in m["gates"] for ci in members}
+    model = CompiledModel(
+        causes=causes,
+        priors=m["priors"],
+        facts=tables,
+        gates=dict(sorted(gates.items())),
+        measured=frozenset(m["measured"]),
+    )
+    model.__dict__["_row_groups"] = groups
+    model.__dict__["gate_groups"] = [(facts, members) for facts, members in m["gates"]]
+    return kb, model, list(doc["racy"])
+
 
 def load_cached(dirs: list[Path]) -> tuple[KnowledgeBase, CompiledModel | None]:
     """The KB (and its compiled model when it loaded without problems)."""
-    key = None if os.environ.get("DDPADVISOR_NO_CACHE") else _key(dirs)
-    path = cache_dir() / f"kb-{key}.json" if key else None
+    found: Stamp | None = None
+    if not os.environ.get("DDPADVISOR_NO_CACHE"):
+        try:
+            found = Stamp(dirs)
+        except OSError:
+            found = None  # a missing folder or file: the loader says which
+    path = cache_dir() / found.name if found else None
     if path is not None and path.is_file() and trusted(path):
         try:
             with path.open("rb") as fh:
-                return _restore(json.load(fh))
-        except (OSError, ValueError, KeyError, TypeError):
+                data = fh.read()
+            kb, model, checked = _restore(data)
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
             pass  # a stale or broken cache is rebuilt below
+        else:
+            if checked and found is not None and not _racy_now(found, checked):
+                _settle(path, data, found.prefix)
+            return kb, model
+    # Racy files are hashed before they are loaded: a later edit then fails the check.
+    racy = found.racy() if found else {}
+    from ddpadvisor.kb.load import load_kb
+
     kb = load_kb(dirs)
     if kb.problems:
         return kb, None
     model = load_model(kb)
-    if path is not None:
-        _write(path, _dump(kb, model))
+    if path is not None and found is not None:
+        _write(path, _dump(kb, model, racy), found.prefix)
     return kb, model
 
 
-def _write(path: Path, doc: dict[str, Any]) -> None:
+def _racy_now(found: Stamp, checked: list[str]) -> bool:
+    return bool(set(checked) & {str(p) for p in found.racy_files()})
+
+
+def _settle(path: Path, data: bytes, prefix: str) -> None:
+    """The racy files matched their digests and are now older than the racy window, so their
+    stamps pin their content from here on: drop the check, and the hashing, from the cache."""
+    end = data.index(b"\n")
+    doc = json.loads(data[:end])
+    doc["racy"] = {}
+    head = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+    _write(path, head + data[end:], prefix)
+
+
+def _write(path: Path, data: bytes, prefix: str) -> None:
+    """Write atomically, then drop older caches of the same folders (their stamps are gone)."""
+    import tempfile  # only a cold start writes
+
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, ensure_ascii=False, separators=(",", ":"))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
+        for old in path.parent.glob(f"{prefix}-*.json"):
+            if old != path:
+                old.unlink(missing_ok=True)
     except OSError:
         pass  # a read-only home is fine: just slower

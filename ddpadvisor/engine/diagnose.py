@@ -93,6 +93,7 @@ def _show(v: object) -> str:
 
 # A rule folder of thousands of causes would otherwise put every one in the output.
 LIST_AT_MOST = 50
+CLAIM_RANKS = 5  # a claim's cause counts as in contention among this many leaders
 
 
 class Engine:
@@ -102,11 +103,18 @@ class Engine:
         self.kb = kb
         self.model = model or load_model(kb)
         self.cause_index = {c: i for i, c in enumerate(self.model.causes)}
-        # Facts each cause is linked to (directly or through a mechanism).
-        self.cause_facts: dict[str, set[str]] = {}
-        for fid, table in self.model.facts.items():
-            for ci in table.likelihood:
-                self.cause_facts.setdefault(self.model.causes[ci], set()).add(fid)
+        self._linked: dict[str, set[str]] = {}
+
+    def linked_facts(self, cause: str) -> set[str]:
+        """Facts the cause is linked to (directly or through a mechanism), found when first
+        asked: a claim names a few causes of what may be thousands."""
+        got = self._linked.get(cause)
+        if got is None:
+            ci = self.cause_index.get(cause)
+            facts = self.model.facts.items()
+            got = {fid for fid, t in facts if ci in t.likelihood} if ci is not None else set()
+            self._linked[cause] = got
+        return got
 
     # -- core -----------------------------------------------------------------------------
     def observed_classes(self, winners: dict[str, Observation]) -> dict[str, str]:
@@ -470,20 +478,24 @@ class Engine:
     def claims(self, post: Posterior, observed: set[str], lang: Lang = "en") -> list[ClaimOut]:
         """Forum advice that the evidence bears on: myths refuted, real causes confirmed or
         ruled out by what was observed."""
-        ranking = post.ranking()
-        rank_of = {post.causes[i]: r for r, i in enumerate(ranking)}
-        prior_share = {c: p for c, p in zip(post.causes, _normalised(self.model.priors))}
+        # Only a rank below CLAIM_RANKS decides anything: rank the leaders, not every cause.
+        leaders = post.ranking()[:CLAIM_RANKS]
+        rank_of = {post.causes[i]: r for r, i in enumerate(leaders)}
+        priors = self.model.priors
+        total_prior = sum(priors)
+
+        def prior_share(cause: str) -> float:
+            return priors[self.cause_index[cause]] / total_prior
+
         out: list[tuple[int, ClaimOut]] = []
         for claim in self.kb.claims.values():
             causes = [c for c in (self.kb.resolve_cause(x) for x in claim.causes) if c]
             in_play_facts = [f for f in claim.facts if f in observed]
-            top_causes = [c for c in causes if rank_of.get(c, 99) < 5]
+            top_causes = [c for c in causes if rank_of.get(c, CLAIM_RANKS) < CLAIM_RANKS]
             if claim.verdict in ("myth", "harmful"):
                 # Show a refuted tip whenever the user's situation touches it: one of its facts
                 # or one of its causes' facts was observed, or its cause is in contention.
-                touched = sorted(
-                    {f for c in causes for f in self.cause_facts.get(c, ()) if f in observed}
-                )
+                touched = sorted({f for c in causes for f in self.linked_facts(c) if f in observed})
                 if not (in_play_facts or top_causes or touched):
                     continue
                 seen = in_play_facts or touched
@@ -496,7 +508,7 @@ class Engine:
             if not causes:
                 continue
             best = max(causes, key=post.prob)
-            if rank_of[best] < 3 and post.prob(best) >= 0.1:
+            if rank_of.get(best, CLAIM_RANKS) < 3 and post.prob(best) >= 0.1:
                 why = t(
                     "{cause} ranks #{rank} at {score} on this evidence",
                     lang,
@@ -505,7 +517,7 @@ class Engine:
                     score=f"{post.prob(best):.0%}",
                 )
                 out.append((2, self._claim_out(claim, "confirmed", why, causes, lang)))
-            elif observed and all(post.prob(c) < prior_share[c] / 5 for c in causes):
+            elif observed and all(post.prob(c) < prior_share(c) / 5 for c in causes):
                 why = t(
                     "Sound advice in general, but the evidence here rules out {causes}",
                     lang,
@@ -529,11 +541,6 @@ class Engine:
             references=[r.url for r in claim.references],
             experiment=claim.experiment,
         )
-
-
-def _normalised(xs: list[float]) -> list[float]:
-    total = sum(xs)
-    return [x / total for x in xs]
 
 
 def _how(sources: Sequence[str]) -> str:

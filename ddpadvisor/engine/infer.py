@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ddpadvisor.engine.model import CompiledModel, Path
@@ -26,14 +27,22 @@ class Posterior:
     causes: list[str]
     probs: list[float]
     log_weights: list[float]
-    contributions: dict[int, list[Contribution]]
+    contributions: Mapping[int, list[Contribution]]
     # cause index -> unknown setup facts that held it below the best cause not resting on one
     held: dict[int, list[str]] = field(default_factory=dict)
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     _entropy: float | None = field(default=None, repr=False)
+    _plogp: list[float] | None = field(default=None, repr=False)
+    _ranking: list[int] | None = field(default=None, repr=False)
 
     def ranking(self) -> list[int]:
-        return sorted(range(len(self.causes)), key=lambda i: (-self.probs[i], self.causes[i]))
+        """Cause indices by probability, highest first, ties by name."""
+        if self._ranking is None:
+            # Two stable sorts with C-level keys: by name, then by probability descending
+            # (reverse=True keeps equal items in order), the same as key (-p, name).
+            by_name = sorted(range(len(self.causes)), key=self.causes.__getitem__)
+            self._ranking = sorted(by_name, key=self.probs.__getitem__, reverse=True)
+        return list(self._ranking)
 
     def index(self, cause: str) -> int:
         if not self._index:
@@ -47,6 +56,12 @@ class Posterior:
         if self._entropy is None:
             self._entropy = -sum(p * math.log2(p) for p in self.probs if p > 0)
         return self._entropy
+
+    def plogp(self) -> list[float]:
+        """p log2 p of every cause (0 where p is 0), computed once for all next-step gains."""
+        if self._plogp is None:
+            self._plogp = [p * math.log2(p) if p > 0 else 0.0 for p in self.probs]
+        return self._plogp
 
 
 # A cause that needs a setup fact nobody has given stays at most this fraction of the best cause
@@ -65,67 +80,112 @@ def _weights(
     model: CompiledModel,
     observed: dict[str, str],
     extra: dict[int, list[Contribution]] | None,
-    explain: bool,
-) -> tuple[list[float], dict[int, list[Contribution]], dict[int, list[str]]]:
-    """Log weights after the evidence and the held-back cap, with the explanation if asked."""
+) -> tuple[list[float], dict[int, list[str]]]:
+    """Log weights after the evidence and the held-back cap, and the causes held back."""
     logw = list(model.log_priors)
-    contributions: dict[int, list[Contribution]] = {}
     freed: set[int] = set()  # causes a measurement backs strongly enough to lift the cap
-    setup = {f for facts in model.gates.values() for f in facts}
+    setup = {f for facts, _ in model.gate_groups for f in facts}
     for ci, terms in (extra or {}).items():
         for term in terms:
             logw[ci] += term.log_lr
-            contributions.setdefault(ci, []).append(term)
     for fact_id in sorted(observed):
         table = model.facts.get(fact_id)
         if table is None:
             continue
         cls = observed[fact_id]
+        # An answer far likelier under a cause (a measurement, or a slip 8x likelier) lifts the
+        # cap on causes still waiting for a setup fact; setup facts themselves never do.
         lead = MEASURED_LEAD if fact_id in model.measured else SPECIFIC_LEAD
         if fact_id in setup:
             lead = math.inf
-        for ci, lr in model.log_ratios(fact_id, table.index[cls]):
-            logw[ci] += lr
+        for lr, members in model.log_ratios(fact_id, table.index[cls]):
+            for ci in members:
+                logw[ci] += lr
             if lr > lead:
-                freed.add(ci)
-            if explain:
-                contributions.setdefault(ci, []).append(
-                    Contribution(fact_id, cls, lr, tuple(table.paths[ci]))
-                )
-    held: dict[int, list[str]] = {}
-    for ci, facts in model.gates.items():
+                freed.update(members)
+    waiting: list[tuple[int, list[str]]] = []
+    for facts, members in model.gate_groups:
         missing = [f for f in facts if f not in observed]
-        if missing and ci not in freed:
-            held[ci] = missing
-    if held:
+        if missing:  # one list shared by the group's causes: read, never changed
+            waiting.extend((ci, missing) for ci in members if ci not in freed)
+    held: dict[int, list[str]] = {}
+    if waiting:
         others = list(logw)
-        for ci in held:
+        for ci, _ in waiting:
             others[ci] = -math.inf
         ceiling = max(others) + math.log(HELD_SHARE)
-        for ci in list(held):
-            if logw[ci] > ceiling:
+        for ci, missing in waiting:
+            if logw[ci] > ceiling:  # below the ceiling anyway: not held back
                 logw[ci] = ceiling
-            else:
-                del held[ci]  # not held back: it was below the ceiling anyway
-    return logw, contributions, held
+                held[ci] = missing
+    return logw, held
+
+
+class Explanation(Mapping[int, list[Contribution]]):
+    """Each cause's contributions (``extra`` terms first, then the observed facts in id
+    order), built when a report first asks for that cause: a diagnosis shows a few causes of
+    a rule folder that may link thousands to each observed fact."""
+
+    def __init__(
+        self,
+        model: CompiledModel,
+        observed: dict[str, str],
+        extra: dict[int, list[Contribution]] | None,
+    ) -> None:
+        self._model = model
+        self._facts = [
+            (fid, observed[fid], table)
+            for fid in sorted(observed)
+            if (table := model.facts.get(fid)) is not None
+        ]
+        self._extra = extra or {}
+        self._done: dict[int, list[Contribution]] = {}
+
+    def __getitem__(self, ci: int) -> list[Contribution]:
+        got = self._done.get(ci)
+        if got is None:
+            got = list(self._extra.get(ci, []))
+            for fact_id, cls, table in self._facts:
+                d = table.likelihood.get(ci)
+                if d is not None:
+                    k = table.index[cls]
+                    lr = math.log(d[k] / table.healthy[k])
+                    got.append(Contribution(fact_id, cls, lr, tuple(table.paths[ci])))
+            if not got:
+                raise KeyError(ci)
+            self._done[ci] = got
+        return got
+
+    def __iter__(self) -> Iterator[int]:
+        keys = dict.fromkeys(self._extra)
+        for _, _, table in self._facts:
+            keys.update(dict.fromkeys(table.likelihood))
+        return iter(keys)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def log_weights(model: CompiledModel, observed: dict[str, str]) -> list[float]:
     """The posterior's log weights without the explanation (the rule tests' fast path)."""
-    return _weights(model, observed, None, explain=False)[0]
+    return _weights(model, observed, None)[0]
 
 
 def rank_of(
     causes: list[str], logw: list[float], ci: int, ascending: list[float] | None = None
 ) -> int:
     """0-based position of cause ``ci`` in :meth:`Posterior.ranking` order without sorting the
-    causes: bisection in ``ascending`` (``sorted(logw)``, shared between calls) and a name
-    comparison only among exact ties."""
-    order = sorted(logw) if ascending is None else ascending
+    causes: bisection in ``ascending`` (``sorted(logw)``, shared between calls) or, without it,
+    one count of the larger weights; a name comparison only among exact ties."""
     mine, name = logw[ci], causes[ci]
-    above = bisect.bisect_right(order, mine)
-    ahead = len(order) - above
-    if above - bisect.bisect_left(order, mine) > 1:
+    if ascending is None:
+        ahead = sum(map(mine.__lt__, logw))
+        ties = logw.count(mine)
+    else:
+        above = bisect.bisect_right(ascending, mine)
+        ahead = len(ascending) - above
+        ties = above - bisect.bisect_left(ascending, mine)
+    if ties > 1:
         ahead += sum(1 for i, x in enumerate(logw) if x == mine and causes[i] < name)
     return ahead
 
@@ -140,11 +200,12 @@ def posterior(
     ``extra`` adds log-likelihood terms that do not come from a fact table (a fix whose verify
     failed or passed).
     """
-    logw, contributions, held = _weights(model, observed, extra, explain=True)
+    logw, held = _weights(model, observed, extra)
     top = max(logw)
     ws = [math.exp(x - top) for x in logw]
     total = sum(ws)
-    return Posterior(model.causes, [w / total for w in ws], logw, contributions, held)
+    explained = Explanation(model, observed, extra)
+    return Posterior(model.causes, [w / total for w in ws], logw, explained, held)
 
 
 def _entropy(ps: list[float]) -> float:

@@ -26,7 +26,15 @@ from ddpadvisor.kb.values import classes, healthy_distribution
 if TYPE_CHECKING:  # a warm start reads the compiled model; only compiling needs the graph
     import networkx as nx
 
-__all__ = ["CATCH_ALL", "CompiledModel", "FactTable", "Path", "compile_model", "load_model"]
+__all__ = [
+    "CATCH_ALL",
+    "CompiledModel",
+    "FactTable",
+    "Path",
+    "RowGroups",
+    "compile_model",
+    "load_model",
+]
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,15 @@ class FactTable:
     paths: dict[int, list[Path]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RowGroups:
+    """One fact's linked causes grouped by identical likelihood row."""
+
+    rows: list[list[float]]  # distinct rows, in order of first appearance
+    of: dict[int, int]  # cause index -> its row's index
+    members: list[list[int]]  # row index -> cause indices, ascending
+
+
 @dataclass
 class CompiledModel:
     causes: list[str]
@@ -77,17 +94,47 @@ class CompiledModel:
     def log_priors(self) -> list[float]:
         return [math.log(p) for p in self.priors]
 
-    def log_ratios(self, fact_id: str, k: int) -> list[tuple[int, float]]:
-        """(cause index, ln P(class k | cause) / P(class k | no fault)) for the linked causes,
-        computed once per class: rule tests and next-step gains ask for the same ones often."""
-        memo: dict[tuple[str, int], list[tuple[int, float]]] = self.__dict__.setdefault(
+    @cached_property
+    def gate_groups(self) -> list[tuple[list[str], list[int]]]:
+        """``gates`` grouped by their list of setup facts: (facts, causes needing exactly
+        those), so a posterior checks each distinct list once, not once per cause."""
+        by: dict[tuple[str, ...], list[int]] = {}
+        for ci, facts in self.gates.items():
+            by.setdefault(tuple(facts), []).append(ci)
+        return [(list(facts), members) for facts, members in by.items()]
+
+    def row_groups(self, fact_id: str) -> RowGroups:
+        """The fact's distinct likelihood rows and which linked causes share each one (by value,
+        computed once): causes with the same row are exchangeable in an expected gain."""
+        memo: dict[str, RowGroups] = self.__dict__.setdefault("_row_groups", {})
+        got = memo.get(fact_id)
+        if got is None:
+            rows: list[list[float]] = []
+            of: dict[int, int] = {}
+            members: list[list[int]] = []
+            seen: dict[tuple[float, ...], int] = {}
+            for ci, d in self.facts[fact_id].likelihood.items():
+                r = seen.setdefault(tuple(d), len(rows))
+                if r == len(rows):
+                    rows.append(d)
+                    members.append([])
+                of[ci] = r
+                members[r].append(ci)
+            got = memo[fact_id] = RowGroups(rows, of, members)
+        return got
+
+    def log_ratios(self, fact_id: str, k: int) -> list[tuple[float, list[int]]]:
+        """ln P(class k | cause) / P(class k | no fault) for the linked causes, once per
+        distinct likelihood row: (log ratio, the causes with that row). Computed once per class:
+        rule tests and next-step gains ask for the same ones often."""
+        memo: dict[tuple[str, int], list[tuple[float, list[int]]]] = self.__dict__.setdefault(
             "_log_ratios", {}
         )
         got = memo.get((fact_id, k))
         if got is None:
-            table = self.facts[fact_id]
-            h = table.healthy[k]
-            got = [(ci, math.log(d[k] / h)) for ci, d in table.likelihood.items()]
+            h = self.facts[fact_id].healthy[k]
+            groups = self.row_groups(fact_id)
+            got = [(math.log(d[k] / h), m) for d, m in zip(groups.rows, groups.members)]
             memo[(fact_id, k)] = got
         return got
 

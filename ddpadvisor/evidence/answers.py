@@ -18,7 +18,6 @@ from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import ValueProblem, is_unknown
 from ddpadvisor.observation import Gathered, Observation, ObsSource, UnknownFact, observe
-from ddpadvisor.yamlio import LineDict, load_mapping_file
 
 # Keys an answers file may carry beside its facts (structured form: {facts: {...}, ...}).
 METADATA_KEYS = {"description", "thread", "notes", "source", "title"}
@@ -80,6 +79,8 @@ def read_answers(kb: KnowledgeBase, path: Path) -> tuple[list[Observation], list
 
 def read_answer_file(kb: KnowledgeBase, path: Path) -> Gathered:
     """Everything an answers file says: facts, declined facts and steps, verified fixes."""
+    from ddpadvisor.yamlio import LineDict, load_mapping_file  # YAML only for a file
+
     data = load_mapping_file(path)
     got = Gathered()
     warnings = got.warnings

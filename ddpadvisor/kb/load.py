@@ -7,38 +7,21 @@ diagnosis stops at the first one.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ddpadvisor.bundled import bundled_dir
 from ddpadvisor.errors import InputError
+from ddpadvisor.kb.files import default_dirs, kb_files, user_config_dir
 from ddpadvisor.kb.model import KnowledgeBase, Origin, Problem
 from ddpadvisor.kb.schema import Cause, KBFile
 from ddpadvisor.yamlio import LineDict, LineList, line_of, load_yaml
 
+__all__ = ["default_dirs", "describe_validation_error", "kb_files", "load_kb", "user_config_dir"]
+
 KINDS = ("facts", "mechanisms", "causes", "fixes", "claims")
-
-
-def user_config_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "ddpadvisor" / "kb"
-
-
-def kb_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
-
-
-def default_dirs(extra: list[Path] | None = None, *, bundled: bool = True) -> list[Path]:
-    dirs = [bundled_dir("kb")] if bundled else []
-    cfg = user_config_dir()
-    if bundled and cfg.is_dir() and not os.environ.get("DDPADVISOR_NO_USER_KB"):
-        dirs.append(cfg)
-    dirs.extend(extra or [])
-    return dirs
 
 
 def load_kb(dirs: list[Path]) -> KnowledgeBase:

@@ -9,7 +9,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 FACT_ID = r"^[a-z][a-z0-9_]*$"
 NODE_ID = r"^[a-z0-9][a-z0-9-]*$"
@@ -24,6 +31,16 @@ Override = Literal["replace", "append"]
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 # A prior of 0 or 1 would make every diagnosis degenerate (log 0), so it is open at both ends.
 PriorProbability = Annotated[float, Field(gt=0.0, lt=1.0)]
+
+
+# Validation context for entries read back from the KB cache: they passed every check when the
+# cache was built, by this same schema (its stamp is part of the cache's name), so the costly
+# pattern checks are not run again. Every other validator still runs.
+CHECKED = {"checked": True}
+
+
+def _rechecks(info: ValidationInfo) -> bool:
+    return not (isinstance(info.context, dict) and info.context.get("checked"))
 
 
 def regex_problem(pattern: str) -> str | None:
@@ -105,8 +122,8 @@ class StrClass(_Strict):
 
     @field_validator("matches")
     @classmethod
-    def _regex_compiles(cls, v: str | None) -> str | None:
-        if v is not None:
+    def _regex_compiles(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and _rechecks(info):
             problem = regex_problem(v)
             if problem:
                 raise ValueError(problem)
@@ -180,8 +197,8 @@ class Mention(_Strict):
 
     @field_validator("en", "zh")
     @classmethod
-    def _safe(cls, v: list[str]) -> list[str]:
-        for pattern in v:
+    def _safe(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        for pattern in v if _rechecks(info) else ():
             msg = pattern_problem(pattern)
             if msg:
                 raise ValueError(f"mention pattern {pattern!r}: {msg}")
