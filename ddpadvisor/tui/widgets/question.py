@@ -148,8 +148,10 @@ class QuestionPanel(Vertical):
         return False
 
     def dont_know(self) -> None:
-        if self.prompt is not None and self.prompt.how == "ask":
-            self._post_choice(DONT_KNOW)
+        """Key d: "don't know" to a question; for a probe or trace step, "not now" (declined,
+        so the next best step comes up instead)."""
+        if self.prompt is not None:
+            self._post_choice(DONT_KNOW if self.prompt.how == "ask" else SKIP)
 
     def _post_choice(self, choice: str) -> None:
         prompt = self.prompt
