@@ -32,7 +32,7 @@ from ddpadvisor.kb.load import kb_files, load_kb
 from ddpadvisor.kb.model import KnowledgeBase, Origin
 from ddpadvisor.kb.schema import Cause, Claim, Fact, Fix, Mechanism, RuleTest
 
-FORMAT = 1
+FORMAT = 2
 KINDS: dict[str, type[BaseModel]] = {
     "facts": Fact,
     "mechanisms": Mechanism,
@@ -138,6 +138,7 @@ def _dump(kb: KnowledgeBase, model: CompiledModel) -> dict[str, Any]:
             "priors": model.priors,
             "gates": {str(ci): facts for ci, facts in model.gates.items()},
             "measured": sorted(model.measured),
+            "setup": sorted(model.setup),
             "facts": {
                 fid: {
                     "classes": t.classes,
@@ -183,6 +184,7 @@ def _restore(doc: dict[str, Any]) -> tuple[KnowledgeBase, CompiledModel]:
         facts=tables,
         gates={int(ci): list(facts) for ci, facts in m["gates"].items()},
         measured=frozenset(m["measured"]),
+        setup=frozenset(m["setup"]),
     )
 
 

@@ -59,6 +59,11 @@ MEASURED_LEAD = math.log(2.0)  # a measurement at least doubling the odds frees 
 # the cause directly, so it no longer rests on the unknown setup fact. Setup facts that gate
 # some cause (precision, loss_pattern, ...) never free one this way.
 SPECIFIC_LEAD = math.log(8.0)
+# A cause that only the setup raises (fp16, clipping, a GradScaler: ``CompiledModel.setup``) and
+# no symptom, slip or measurement does stays below the catch-all at this share of it: "training
+# runs in fp16" is no sign that fp16 overflows. A fact backs a cause when it favours the cause
+# over the catch-all by more than this (log odds).
+BACKED_LR = 0.0
 
 
 def _weights(
@@ -71,6 +76,8 @@ def _weights(
     logw = list(model.log_priors)
     contributions: dict[int, list[Contribution]] = {}
     freed: set[int] = set()  # causes a measurement backs strongly enough to lift the cap
+    backed: set[int] = set()  # causes something other than the setup raises
+    by_setup: dict[int, float] = {}  # cause -> log odds the setup facts raise it by
     setup = {f for facts in model.gates.values() for f in facts}
     for ci, terms in (extra or {}).items():
         for term in terms:
@@ -84,14 +91,27 @@ def _weights(
         lead = MEASURED_LEAD if fact_id in model.measured else SPECIFIC_LEAD
         if fact_id in setup:
             lead = math.inf
-        for ci, lr in model.log_ratios(fact_id, table.index[cls]):
+        ratios = model.log_ratios(fact_id, table.index[cls])
+        # what the fact says for the catch-all: a fact backs a cause when it favours the cause
+        # over "no fault" ("the loss went NaN" backs every cause that can make NaN)
+        base = next((lr for ci, lr in ratios if ci == model.catch_all), 0.0) + BACKED_LR
+        for ci, lr in ratios:
             logw[ci] += lr
             if lr > lead:
                 freed.add(ci)
+            if fact_id in model.setup:
+                if lr > 0:
+                    by_setup[ci] = by_setup.get(ci, 0.0) + lr
+            elif lr > base:
+                backed.add(ci)
             if explain:
                 contributions.setdefault(ci, []).append(
                     Contribution(fact_id, cls, lr, tuple(table.paths[ci]))
                 )
+    unbacked: dict[int, list[str]] = {}
+    # a setup that is itself the slip (pure fp16 weights: SPECIFIC_LEAD) backs its cause
+    only_setup = {ci for ci, lr in by_setup.items() if ci not in backed and lr <= SPECIFIC_LEAD}
+    _hold_unbacked(model, observed, logw, only_setup, unbacked)
     held: dict[int, list[str]] = {}
     for ci, facts in model.gates.items():
         missing = [f for f in facts if f not in observed]
@@ -107,7 +127,32 @@ def _weights(
                 logw[ci] = ceiling
             else:
                 del held[ci]  # not held back: it was below the ceiling anyway
+    for ci, facts in unbacked.items():
+        held.setdefault(ci, facts)
     return logw, contributions, held
+
+
+def _hold_unbacked(
+    model: CompiledModel,
+    observed: dict[str, str],
+    logw: list[float],
+    only_setup: set[int],
+    held: dict[int, list[str]],
+) -> None:
+    """Cap every cause raised only by setup facts at HELD_SHARE of the catch-all; ``held``
+    gets the unknown facts that could back it (the ones raising it most, at most three)."""
+    ceiling = logw[model.catch_all] + math.log(HELD_SHARE)
+    for ci in sorted(only_setup):
+        if logw[ci] <= ceiling:
+            continue
+        logw[ci] = ceiling
+        best: dict[str, float] = {}
+        for fact_id, table in model.facts.items():
+            d = table.likelihood.get(ci)
+            if d is None or fact_id in observed or fact_id in model.setup:
+                continue
+            best[fact_id] = max(math.log(x / h) for x, h in zip(d, table.healthy))
+        held[ci] = sorted(best, key=lambda f: (-best[f], f))[:3]
 
 
 def log_weights(model: CompiledModel, observed: dict[str, str]) -> list[float]:
