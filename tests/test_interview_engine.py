@@ -135,6 +135,19 @@ def test_a_rare_symptom_lowers_no_fault(engine: Engine) -> None:
     other = next(c for c in nan.causes if c.id == "other")
     assert [e.direction for e in other.evidence] == ["against"]
     assert nan.causes[0].id != "other"
+    # every loss symptom a job with no fault rarely shows lowers "no fault", none raises it
+    for symptom in (
+        "spikes",
+        "diverges",
+        "nan",
+        "worse_than_reference",
+        "metric_only",
+        "resume_jump",
+    ):
+        got = engine.diagnose(obs(engine, loss_pattern=symptom))
+        share = next(c.score for c in got.causes if c.id == "other")
+        assert share < empty.causes[0].score, symptom
+        assert got.verdict != "looks-healthy", symptom
 
 
 def test_nothing_fits_is_told_from_looks_healthy(engine: Engine) -> None:
