@@ -264,7 +264,9 @@ def replay(
                 value = case.answers.get(fact)
             if value is None:
                 declined.add(fact)
-                if fact not in case.reviewed_unknown:
+                # a probe/trace/scan step the thread measured nothing for: the fact is still
+                # reviewed when the narrative's answer to it is recorded
+                if fact not in case.reviewed_unknown and fact not in case.answers:
                     unrecorded.append(fact)
             else:
                 observations.append(_observe(kb, case, fact, value, f"{case.name} ({kind})"))

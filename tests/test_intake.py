@@ -31,6 +31,28 @@ def test_chinese_post(engine: Engine) -> None:
     assert found["uses_grad_clipping"][0] is False
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I only print the loss on rank 0.",
+        "The PyTorch losses were not reduced before printing.",
+        "The loss needs to be averaged across ranks before logging.",
+        "It ignores the training loss on the rest of the machines.",
+        "只打印了 rank 0 的 loss",
+        "打印前 loss 没有跨卡平均",
+    ],
+)
+def test_rank0_loss_logging_phrasings(engine: Engine, text: str) -> None:
+    # paraphrases of how public threads put it (llm.c#551, ArcticTraining#62, transformer-xl#14)
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    assert found.get("logs_rank0_only") is True
+
+
+def test_reduced_loss_is_not_read_as_rank0_only(engine: Engine) -> None:
+    text = "The loss is all-reduced across ranks before logging."
+    assert "logs_rank0_only" not in {f.fact for f in extract(engine.kb, text)}
+
+
 def test_nothing_found_in_unrelated_text(engine: Engine) -> None:
     assert extract(engine.kb, "The weather is nice today. 今天天气不错。") == []
 

@@ -135,6 +135,19 @@ def test_a_rare_symptom_lowers_no_fault(engine: Engine) -> None:
     other = next(c for c in nan.causes if c.id == "other")
     assert [e.direction for e in other.evidence] == ["against"]
     assert nan.causes[0].id != "other"
+    # every loss symptom a job with no fault rarely shows lowers "no fault", none raises it
+    for symptom in (
+        "spikes",
+        "diverges",
+        "nan",
+        "worse_than_reference",
+        "metric_only",
+        "resume_jump",
+    ):
+        got = engine.diagnose(obs(engine, loss_pattern=symptom))
+        share = next(c.score for c in got.causes if c.id == "other")
+        assert share < empty.causes[0].score, symptom
+        assert got.verdict != "looks-healthy", symptom
 
 
 def test_nothing_fits_is_told_from_looks_healthy(engine: Engine) -> None:
@@ -165,6 +178,22 @@ def test_no_cause_leads_on_an_unknown_setup_fact(engine: Engine) -> None:
     assert fp16.waits_on == ["precision"]
     known = engine.diagnose(obs(engine, gpu_model="V100", loss_pattern="nan", precision="fp16_amp"))
     assert known.causes[0].id == "fp16-on-hardware-without-bf16"
+
+
+def test_no_cause_leads_on_the_setup_alone(engine: Engine) -> None:
+    # "trains in fp16 with a GradScaler" is how healthy jobs run: nothing is wrong yet
+    setup = engine.diagnose(obs(engine, precision="fp16_amp", uses_grad_scaler=True))
+    assert setup.causes[0].id == "other"
+    fp16 = next(c for c in setup.causes if c.id == "fp16-on-hardware-without-bf16")
+    assert fp16.waits_on and "precision" not in fp16.waits_on
+    # a symptom or a fact about the hardware backs it, and the hold goes
+    for more in ({"loss_pattern": "nan"}, {"gpu_supports_bf16": False}):
+        d = engine.diagnose(obs(engine, precision="fp16_amp", uses_grad_scaler=True, **more))
+        assert d.causes[0].id == "fp16-on-hardware-without-bf16", more
+        assert d.causes[0].waits_on == []
+    # a setup that is itself the slip (fp16 weights, no fp32 master copy) needs no symptom
+    pure = engine.diagnose(obs(engine, precision="pure_fp16"))
+    assert pure.causes[0].id == "pure-low-precision-weights"
 
 
 def test_every_question_has_zh_and_labels(engine: Engine) -> None:

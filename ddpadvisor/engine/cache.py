@@ -37,7 +37,7 @@ from ddpadvisor.kb.files import kb_files
 from ddpadvisor.kb.model import CATCH_ALL, KnowledgeBase, Origin
 from ddpadvisor.kb.schema import CHECKED, Cause, Claim, Fact, Fix, Mechanism, RuleTest
 
-FORMAT = 2
+FORMAT = 3
 KINDS: dict[str, type[BaseModel]] = {
     "facts": Fact,
     "mechanisms": Mechanism,
@@ -337,6 +337,7 @@ def _dump(kb: KnowledgeBase, model: CompiledModel, racy: dict[str, str]) -> byte
             "priors": model.priors,
             "gates": model.gate_groups,
             "measured": sorted(model.measured),
+            "setup": sorted(model.setup),
             "facts": facts,
         },
     }
@@ -415,6 +416,7 @@ def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel, list[str]]:
         facts=tables,
         gates=dict(sorted(gates.items())),
         measured=frozenset(m["measured"]),
+        setup=frozenset(m["setup"]),
     )
     model.__dict__["_row_groups"] = groups
     model.__dict__["gate_groups"] = [(facts, members) for facts, members in m["gates"]]

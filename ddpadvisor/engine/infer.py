@@ -74,6 +74,11 @@ MEASURED_LEAD = math.log(2.0)  # a measurement at least doubling the odds frees 
 # the cause directly, so it no longer rests on the unknown setup fact. Setup facts that gate
 # some cause (precision, loss_pattern, ...) never free one this way.
 SPECIFIC_LEAD = math.log(8.0)
+# A cause that only the setup raises (fp16, clipping, a GradScaler: ``CompiledModel.setup``) and
+# no symptom, slip or measurement does stays below the catch-all at this share of it: "training
+# runs in fp16" is no sign that fp16 overflows. A fact backs a cause when it favours the cause
+# over the catch-all by more than this (log odds).
+BACKED_LR = 0.0
 
 
 def _weights(
@@ -84,6 +89,8 @@ def _weights(
     """Log weights after the evidence and the held-back cap, and the causes held back."""
     logw = list(model.log_priors)
     freed: set[int] = set()  # causes a measurement backs strongly enough to lift the cap
+    backed: set[int] = set()  # causes something other than the setup raises
+    by_setup: dict[int, float] = {}  # cause -> log odds the setup facts raise it by
     setup = {f for facts, _ in model.gate_groups for f in facts}
     for ci, terms in (extra or {}).items():
         for term in terms:
@@ -98,11 +105,26 @@ def _weights(
         lead = MEASURED_LEAD if fact_id in model.measured else SPECIFIC_LEAD
         if fact_id in setup:
             lead = math.inf
-        for lr, members in model.log_ratios(fact_id, table.index[cls]):
+        groups = model.log_ratios(fact_id, table.index[cls])
+        # what the fact says for the catch-all: a fact backs a cause when it favours the cause
+        # over "no fault" ("the loss went NaN" backs every cause that can make NaN)
+        base = next((lr for lr, m in groups if model.catch_all in m), 0.0) + BACKED_LR
+        describes_setup = fact_id in model.setup
+        for lr, members in groups:
             for ci in members:
                 logw[ci] += lr
             if lr > lead:
                 freed.update(members)
+            if describes_setup:
+                if lr > 0:
+                    for ci in members:
+                        by_setup[ci] = by_setup.get(ci, 0.0) + lr
+            elif lr > base:
+                backed.update(members)
+    unbacked: dict[int, list[str]] = {}
+    # a setup that is itself the slip (pure fp16 weights: SPECIFIC_LEAD) backs its cause
+    only_setup = {ci for ci, lr in by_setup.items() if ci not in backed and lr <= SPECIFIC_LEAD}
+    _hold_unbacked(model, observed, logw, only_setup, unbacked)
     waiting: list[tuple[int, list[str]]] = []
     for facts, members in model.gate_groups:
         missing = [f for f in facts if f not in observed]
@@ -118,6 +140,8 @@ def _weights(
             if logw[ci] > ceiling:  # below the ceiling anyway: not held back
                 logw[ci] = ceiling
                 held[ci] = missing
+    for ci, facts in unbacked.items():
+        held.setdefault(ci, facts)
     return logw, held
 
 
@@ -164,6 +188,29 @@ class Explanation(Mapping[int, list[Contribution]]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def _hold_unbacked(
+    model: CompiledModel,
+    observed: dict[str, str],
+    logw: list[float],
+    only_setup: set[int],
+    held: dict[int, list[str]],
+) -> None:
+    """Cap every cause raised only by setup facts at HELD_SHARE of the catch-all; ``held``
+    gets the unknown facts that could back it (the ones raising it most, at most three)."""
+    ceiling = logw[model.catch_all] + math.log(HELD_SHARE)
+    for ci in sorted(only_setup):
+        if logw[ci] <= ceiling:
+            continue
+        logw[ci] = ceiling
+        best: dict[str, float] = {}
+        for fact_id, table in model.facts.items():
+            d = table.likelihood.get(ci)
+            if d is None or fact_id in observed or fact_id in model.setup:
+                continue
+            best[fact_id] = max(math.log(x / h) for x, h in zip(d, table.healthy))
+        held[ci] = sorted(best, key=lambda f: (-best[f], f))[:3]
 
 
 def log_weights(model: CompiledModel, observed: dict[str, str]) -> list[float]:

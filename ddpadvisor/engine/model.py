@@ -85,6 +85,10 @@ class CompiledModel:
     # Facts only a probe, trace or scan establishes: a measurement pointing at a cause lets it
     # lead even while a setup fact is unknown (the measurement presupposes nothing).
     measured: frozenset[str] = frozenset()
+    # Facts that only describe the setup (``context: true`` without a ``no_fault`` picture of a
+    # healthy job): fp16, clipping, a GradScaler are no sign of trouble. A cause raised by
+    # nothing else cannot outrank the catch-all (no cause leads on a fact still unknown).
+    setup: frozenset[str] = frozenset()
 
     @property
     def catch_all(self) -> int:
@@ -226,7 +230,10 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
         table.likelihood[other] = [d / total for d in dist]
         table.paths[other] = []
     measured = frozenset(f.id for f in kb.facts.values() if "asked" not in f.sources)
-    return CompiledModel(causes=causes, priors=priors, facts=tables, gates=gates, measured=measured)
+    setup = frozenset(f.id for f in kb.facts.values() if f.context and not f.no_fault)
+    return CompiledModel(
+        causes=causes, priors=priors, facts=tables, gates=gates, measured=measured, setup=setup
+    )
 
 
 def _add_path(

@@ -54,8 +54,10 @@ class CauseOut(BaseModel):
     evidence: list[EvidenceItem]
     waits_on: list[str] = Field(
         [],
-        description="Setup facts still unknown that this cause needs: until they are known it "
-        "is held below the best cause that needs none",
+        description="Facts still unknown that this cause waits on: setup facts it needs (until "
+        "they are known it is held below the best cause that needs none), or, when only the "
+        "setup raises it, the symptoms or measurements that would back it (until one does it "
+        "is held below the catch-all)",
     )
     fixes: list[FixOut]
     references: list[str]
