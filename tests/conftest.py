@@ -33,3 +33,29 @@ def engine():  # type: ignore[no-untyped-def]
     kb = load_kb(default_dirs())
     kb.raise_first_problem()
     return Engine(kb)
+
+
+# The files that take longest (torchrun launches, stall timers), scheduled first: with
+# `-n 2 --dist loadfile` xdist hands out whole files in collection order, so a long file
+# collected last (alphabetically, test_trace_zoo.py) would run alone at the end.
+LONGEST_FIRST = [
+    "test_runs_signals.py",
+    "test_trace_zoo.py",
+    "test_probes_run.py",
+    "test_frameworks_heldout.py",
+    "test_trace_agent.py",
+    "test_trace_install.py",
+    "test_frameworks_launch.py",
+    "test_frameworks_torch_stacks.py",
+    "test_frameworks_hf_trainer.py",
+    "test_frameworks_peft.py",
+    "test_frameworks_accelerate.py",
+    "test_frameworks_lightning.py",
+    "test_trace_uneven.py",
+    "test_tui_snapshots.py",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: rest as collected
