@@ -36,7 +36,7 @@ def engine():  # type: ignore[no-untyped-def]
 
 
 # The files that take longest (torchrun launches, stall timers), scheduled first: with
-# `-n 2 --dist loadfile` xdist hands out whole files in collection order, so a long file
+# `-n 3 --dist loadfile` xdist hands out whole files in collection order, so a long file
 # collected last (alphabetically, test_trace_zoo.py) would run alone at the end.
 LONGEST_FIRST = [
     "test_runs_signals.py",
