@@ -197,6 +197,32 @@ def diagnose_run(engine: Any, case: Case, out: Path, result: Any, seconds: float
     )
 
 
+def zoo_module(name: str) -> tuple[list[Any], Any, Any]:
+    """What tests/test_frameworks_<name>.py binds: its ``pytestmark``, the module fixture that
+    traces every case of ``tests/frameworks/<name>`` once, and the per-case test of issue
+    11's bar (a failure lists the facts the run produced)."""
+    import pytest
+
+    folder = HERE / name
+    cases = load_cases(folder)
+    framework = yaml.safe_load((folder / "cases.yaml").read_text())["framework"]
+    marks = [
+        pytest.mark.slow,
+        pytest.mark.skipif(not framework_installed(folder), reason=f"{framework} is not installed"),
+    ]
+
+    @pytest.fixture(scope="module")
+    def outcomes(tmp_path_factory: Any, engine: Any) -> dict[str, Outcome]:
+        return run_cases(engine, cases, tmp_path_factory.mktemp(name))
+
+    @pytest.mark.parametrize("case", cases, ids=[c.script.name for c in cases])
+    def test_case(outcomes: dict[str, Outcome], case: Case) -> None:
+        outcome = outcomes[case.name]
+        assert problems(outcome) == [], facts_line(outcome)
+
+    return marks, outcomes, test_case
+
+
 def problems(outcome: Outcome) -> list[str]:
     """What the acceptance bar of issue 11 says is wrong with this outcome (empty: fine)."""
     from ddpadvisor.engine.model import CATCH_ALL
