@@ -1,7 +1,13 @@
-"""One torchrun launch (2 gloo ranks) shared by every multi-rank experiment test."""
+"""One torchrun launch (2 gloo ranks) shared by every multi-rank experiment test.
+
+Under xdist each worker has its own session, so the launch is shared through the run's common
+temporary folder: the first worker to need it launches under a file lock, the others read its
+results.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -48,7 +54,21 @@ def _read_complete(out: Path) -> list[dict[str, Any]] | None:
 @pytest.fixture(scope="session")
 def ddp_results(tmp_path_factory: pytest.TempPathFactory) -> Results:
     pytest.importorskip("torch", reason="the experiments need torch")
-    out = tmp_path_factory.mktemp("ddp_experiments")
+    base = tmp_path_factory.getbasetemp()
+    # popen-gwN's parent is this run's own folder, shared by its workers (without xdist the
+    # parent holds earlier runs too, so the launch stays in this run's folder).
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = shared / "ddp_experiments"
+    with open(shared / "ddp_experiments.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        ranks = _read_complete(out) if out.is_dir() else None
+        if ranks is None:
+            out.mkdir(exist_ok=True)
+            ranks = _launch(out)
+    return Results(ranks)
+
+
+def _launch(out: Path) -> list[dict[str, Any]]:
     cmd = [
         sys.executable,
         "-m",
@@ -81,4 +101,4 @@ def ddp_results(tmp_path_factory: pytest.TempPathFactory) -> Results:
         )
     # A nonzero exit after both ranks wrote complete results is the known gloo teardown
     # crash (torch 2.13), not a failed experiment.
-    return Results(ranks)
+    return ranks
