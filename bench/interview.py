@@ -166,13 +166,13 @@ def _rank(diagnosis: Diagnosis, cause: str) -> int:
     return len(diagnosis.causes) + 1
 
 
-def _offered(diagnosis: Diagnosis, kb: KnowledgeBase) -> list[tuple[str, tuple[str, ...]]]:
-    """(kind, facts) of every next step the diagnosis offers, best first.
+def _offered(diagnosis: Diagnosis, kb: KnowledgeBase) -> list[tuple[str, tuple[str, ...], str]]:
+    """(kind, facts, step id) of every next step the diagnosis offers, best first.
 
     A question settles one fact; a probe, trace or scan step may name several (``facts``).
     """
     steps = getattr(diagnosis, "next_steps", None)
-    out: list[tuple[str, tuple[str, ...]]] = []
+    out: list[tuple[str, tuple[str, ...], str]] = []
     if steps:
         for step in steps:
             fact = getattr(step, "fact", None)
@@ -180,10 +180,11 @@ def _offered(diagnosis: Diagnosis, kb: KnowledgeBase) -> list[tuple[str, tuple[s
             many = [fact] if fact else list(settles)
             facts = tuple(str(f) for f in many if str(f) in kb.facts)
             if facts:
-                out.append((str(getattr(step, "kind", "ask")), facts))
+                kind = str(getattr(step, "kind", "ask"))
+                out.append((kind, facts, str(getattr(step, "id", "") or kind)))
         return out
     for q in diagnosis.next_questions:
-        out.append(("ask" if q.how == "ask" else q.how, (q.fact,)))
+        out.append(("ask" if q.how == "ask" else q.how, (q.fact,), f"ask:{q.fact}"))
     return out
 
 
@@ -246,12 +247,12 @@ def replay(
     stuck = False
     while len(steps) < max_steps:
         offered = _offered(diagnosis, kb)
-        reoffered += sum(1 for _, facts in offered for f in facts if f in declined)
-        fresh = [(k, facts) for k, facts in offered if any(f not in taken for f in facts)]
+        reoffered += sum(1 for _, facts, _ in offered for f in facts if f in declined)
+        fresh = [o for o in offered if any(f not in taken for f in o[1])]
         if not fresh:
             stuck = bool(offered)
             break
-        kind, facts = fresh[0]
+        kind, facts, step_id = fresh[0]
         answered = []
         for fact in facts:
             if fact in taken:
@@ -271,6 +272,8 @@ def replay(
             else:
                 observations.append(_observe(kb, case, fact, value, f"{case.name} ({kind})"))
                 answered.append(fact)
+        if kind in MEASURED_KINDS and not answered:
+            declined.add(step_id)  # the user declines the step itself, as the TUI's key d does
         label = ",".join(facts)
         steps.append((kind, label, "answered" if answered else "declined"))
         diagnosis = _diagnose(engine, observations, declined)

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ddpadvisor.engine.diagnose import Engine
+from ddpadvisor.engine.diagnose import Engine, resolve
+from ddpadvisor.engine.infer import posterior
+from ddpadvisor.engine.questions import Step
 from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.answers import read_answer_file, read_sets
 from ddpadvisor.kb.values import parse_value
@@ -225,3 +227,32 @@ def test_a_run_of_dont_knows_brings_measured_steps_forward(engine: Engine) -> No
             assert step.chance < before[step.id].chance, step.id
         else:  # a probe, trace or scan needs no knowledge: its chance does not move
             assert step.chance == before[step.id].chance, step.id
+
+
+def all_steps(engine: Engine, evidence: list[Observation], declined: list[str]) -> dict[str, Step]:
+    """Every step the engine would rank (the diagnosis shows only the best few)."""
+    winners = engine.with_implied(resolve(evidence, "en").winners)
+    post = posterior(engine.model, engine.observed_classes(winners))
+    return {s.id: s for s in engine.steps(post, winners, declined=declined)}
+
+
+def test_a_declined_scan_lowers_the_trace_but_not_the_probes(engine: Engine) -> None:
+    # A scan and a trace both need the training script; a probe needs only the machine.
+    evidence = obs(engine, loss_pattern="diverges")
+    fresh = all_steps(engine, evidence, [])
+    later = all_steps(engine, evidence, ["scan"])
+    assert "scan" in fresh and "scan" not in later
+    assert later["trace"].chance < fresh["trace"].chance
+    probes = [sid for sid, s in fresh.items() if s.kind == "probe"]
+    assert probes and all(later[sid].chance == fresh[sid].chance for sid in probes)
+
+
+def test_a_declined_probe_lowers_the_other_probes_and_the_trace(engine: Engine) -> None:
+    evidence = obs(engine, loss_pattern="diverges")
+    fresh = all_steps(engine, evidence, [])
+    probes = [sid for sid, s in fresh.items() if s.kind == "probe"]
+    assert len(probes) >= 2
+    later = all_steps(engine, evidence, [probes[0]])
+    assert all(later[sid].chance < fresh[sid].chance for sid in probes[1:])
+    assert later["trace"].chance < fresh["trace"].chance
+    assert later["scan"].chance == fresh["scan"].chance

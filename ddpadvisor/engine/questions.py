@@ -37,6 +37,14 @@ JOINT_FACTS = 3  # a measured step's gain is enumerated over its this-many best 
 # so after a run of "don't know" a probe, trace or scan (which needs no knowledge) comes forward.
 USER_PRIOR = 2.0
 STEP_IDS = ("trace", "scan")  # plus "probe:NAME" and "ask:FACT"
+# What a measured step needs beyond the user's time: the training script (scan, trace) or a
+# machine to launch on (probe, trace). A declined step is evidence that the user lacks what it
+# needs, a step carried out that they have it; the chance of every other step needing the same
+# thing is scaled by (carried out + ACCESS_PRIOR) / (carried out + declined + ACCESS_PRIOR), so
+# a user who cannot share their script is not offered the trace next, and one who cannot run
+# probes is not walked through each of them in turn.
+STEP_NEEDS = {"probe": ("machine",), "scan": ("script",), "trace": ("script", "machine")}
+ACCESS_PRIOR = 1.0
 
 COMMANDS = {
     "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --trace trace-out",
@@ -168,6 +176,18 @@ def user_factor(kb: KnowledgeBase, winners: Mapping[str, Observation], declined:
     return (answered + USER_PRIOR) / (answered + refused + USER_PRIOR)
 
 
+def access_factor(kind: str, carried_out: set[str], declined: set[str]) -> float:
+    """How likely this user can carry out a step of ``kind``, from the steps they took or
+    declined (``carried_out``: kinds with observations; ``declined``: step ids)."""
+    kinds_declined = [d.split(":", 1)[0] for d in declined if d.startswith(("probe:", *STEP_IDS))]
+    factor = 1.0
+    for need in STEP_NEEDS.get(kind, ()):
+        done = sum(1 for k in carried_out if need in STEP_NEEDS.get(k, ()))
+        refused = sum(1 for k in kinds_declined if need in STEP_NEEDS.get(k, ()))
+        factor *= (done + ACCESS_PRIOR) / (done + refused + ACCESS_PRIOR)
+    return factor
+
+
 def next_steps(
     kb: KnowledgeBase,
     model: CompiledModel,
@@ -206,6 +226,11 @@ def next_steps(
                 steps.append(Step(f"ask:{fact.id}", "ask", [fact.id], g, chance, fact.cost))
 
     seen_sources = {o.source for o in winners.values()}
+    carried_out = {
+        k
+        for k, src in (("probe", "probe"), ("trace", "trace"), ("scan", "script"))
+        if src in seen_sources
+    }
     groups: dict[str, list[str]] = {}
     for fact in kb.facts.values():
         if fact.id in winners or fact.id in skip:
@@ -220,14 +245,14 @@ def next_steps(
         if step_id in skip:
             continue
         kind = step_id.split(":", 1)[0]
-        chance = STEP_CHANCE[kind]
+        chance = STEP_CHANCE[kind] * access_factor(kind, carried_out, skip)
         probe = step_id.split(":", 1)[1] if kind == "probe" else None
         if probe is not None:
             gpu_facts = [f for f in facts if kb.facts[f].needs_gpu]
             if gpu_available is False:
                 facts = [f for f in facts if f not in gpu_facts]
             elif gpu_facts and gpu_available is None and len(gpu_facts) == len(facts):
-                chance = GPU_UNKNOWN_CHANCE
+                chance = min(chance, GPU_UNKNOWN_CHANCE)
         gains = {f: gain_of(f) for f in facts}
         best = sorted((f for f in facts if gains[f] > 0), key=lambda f: (-gains[f], f))
         if not best:
