@@ -140,7 +140,7 @@ def load_cases(folder: Path = CORPUS) -> list[Case]:
 @dataclass
 class Replay:
     case: Case
-    intake_facts: list[str]  # "fact=value (confirmed|corrected|rejected)"
+    intake_facts: list[str]  # "fact=value (confirmed|corrected|rejected|from code)"
     intake_counts: dict[str, int]
     rank_intake: int
     rank_final: int
@@ -213,7 +213,7 @@ def replay(
     kb = engine.kb
     observations: list[Observation] = []
     intake_facts: list[str] = []
-    counts = {"confirmed": 0, "corrected": 0, "rejected": 0}
+    counts = {"confirmed": 0, "corrected": 0, "rejected": 0, "from code": 0}
     unrecorded: list[str] = []
     if extract is not None:
         for item in extract(kb, case.intake):
@@ -221,7 +221,12 @@ def replay(
             if fact not in kb.facts:
                 continue
             recorded = case.answers.get(fact)
-            if recorded is None:
+            if recorded is None and getattr(item, "origin", "text") == "code":
+                # read from the code the reporter pasted, not put in their mouth: it stands
+                # as a scan of that excerpt would
+                outcome = "from code"
+                observations.append(_observe(kb, case, fact, item.value, "intake code"))
+            elif recorded is None:
                 outcome = "rejected"
                 if fact not in case.reviewed_unknown and fact not in unrecorded:
                     unrecorded.append(fact)
@@ -308,7 +313,9 @@ def _median_to_first(results: list[Replay], max_steps: int) -> str:
 
 def summary(results: list[Replay], max_steps: int) -> list[str]:
     n = len(results)
-    intake = {k: sum(r.intake_counts[k] for r in results) for k in ("confirmed", "corrected")}
+    intake = {
+        k: sum(r.intake_counts[k] for r in results) for k in ("confirmed", "corrected", "from code")
+    }
     rejected = sum(r.intake_counts["rejected"] for r in results)
     recorded = sum(len(r.case.answers) for r in results)
     return [
@@ -320,7 +327,8 @@ def summary(results: list[Replay], max_steps: int) -> list[str]:
         f"  median steps to first              {_median_to_first(results, max_steps)}",
         f"  top-3 from the intake text alone   {_pct(sum(r.rank_intake <= 3 for r in results), n)}",
         f"  intake facts confirmed/corrected/rejected  {intake['confirmed']}/"
-        f"{intake['corrected']}/{rejected} (recorded answers in these cases: {recorded})",
+        f"{intake['corrected']}/{rejected} (recorded answers in these cases: {recorded}); "
+        f"read from pasted code {intake['from code']}",
     ]
 
 

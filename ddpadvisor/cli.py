@@ -207,7 +207,9 @@ def cmd_ask(argv: list[str]) -> int:
         declined=got.declined,
         verified=got.verified,
     )
-    diagnosis.intake = [IntakeOut(fact=f.fact, value=f.value, phrase=f.phrase) for f in found]
+    diagnosis.intake = [
+        IntakeOut(fact=f.fact, value=f.value, phrase=f.phrase, origin=f.origin) for f in found
+    ]
     if args.json:
         sys.stdout.write(diagnosis.model_dump_json(indent=2) + "\n")
         return 3 if got.failed else 0
@@ -216,7 +218,8 @@ def cmd_ask(argv: list[str]) -> int:
         lines.append("  (nothing recognised; answer the questions below, or run ddpadvisor)")
     for f in found:
         value = str(f.value).lower() if isinstance(f.value, bool) else str(f.value)
-        lines.append(f"  {f.fact} = {value}    \u2190 \u201c{f.phrase}\u201d")
+        said = "code " if f.origin == "code" else ""
+        lines.append(f"  {f.fact} = {value}    \u2190 {said}\u201c{f.phrase}\u201d")
     lines.append("Correct any of these with --set FACT=VALUE (or FACT=unknown).")
     sys.stdout.write("\n".join(lines) + "\n\n" + render_text(diagnosis, top=args.top))
     return 3 if got.failed else 0

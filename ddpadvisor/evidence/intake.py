@@ -4,11 +4,17 @@ The patterns are knowledge-base data: each fact's ``mentions`` list regular expr
 and ``zh``) for a value, or with a named group ``value`` that carries it. User rule folders
 extend them like any other fact field, and rule tests with a ``text:`` check them. Every
 finding keeps the phrase it came from, so the user can confirm or correct it.
+
+Code in the text (a fenced block, or a run of lines that parse as Python) is not read by the
+patterns: it goes to the static scanner as an excerpt (:func:`ddpadvisor.scan.scan_excerpt`),
+which keeps only what a piece of a script can show, and each such finding quotes its line.
 """
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -38,6 +44,7 @@ class Finding:
     value: Value
     phrase: str
     start: int = 0
+    origin: str = "text"  # "text": a phrase of the description; "code": a line of its code
 
 
 @cache
@@ -49,9 +56,20 @@ def extract(kb: KnowledgeBase, text: str) -> list[Finding]:
     """The facts ``text`` states, at most one per fact, in the order they appear.
 
     Where several mentions of one fact match, the longest phrase wins ("without a
-    DistributedSampler" over "DistributedSampler"); on a tie the earlier one.
+    DistributedSampler" over "DistributedSampler"); on a tie the earlier one. A fact the
+    text's code shows is taken from the code, whatever the prose says of it (the code is what
+    ran; the user still confirms it).
     """
     text = text[:MAX_TEXT]
+    blocks = code_blocks(text)
+    prose = _blank(text, blocks)
+    best = _mentioned(kb, prose)
+    for found in _scanned(kb, blocks):
+        best[found.fact] = found
+    return sorted(best.values(), key=lambda f: (f.start, f.fact))
+
+
+def _mentioned(kb: KnowledgeBase, text: str) -> dict[str, Finding]:
     best: dict[str, Finding] = {}
     for fact in kb.facts.values():
         for mention in fact.mentions:
@@ -77,7 +95,141 @@ def extract(kb: KnowledgeBase, text: str) -> list[Finding]:
                         -cur.start,
                     ):
                         best[fact.id] = found
-    return sorted(best.values(), key=lambda f: (f.start, f.fact))
+    return best
+
+
+# ---------------------------------------------------------------------------- code in the text
+FENCE = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n(?P<code>.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+# A line that reads as a Python statement rather than prose: a keyword that opens a statement,
+# a decorator, an assignment, or a bare call. Prose rarely ends in ")" or ":" after a dotted
+# name; a run of such lines is taken as code only when it parses.
+CODE_LINE = re.compile(
+    r"^[ \t]*(?:>>> |\.\.\. )?(?:"
+    r"(?:for|while|with|if|elif|else|try|except|finally|def|class|import|from|return)\b[^\n]*"
+    r"|@[\w.]+[^\n]*"
+    r"|[\w.\[\]'\", ]+\s*(?:[-+*/@%]|//)?=(?!=)[^\n]*"
+    r"|[\w.\[\]]+\([^\n]*\)[ \t]*(?:#[^\n]*)?"
+    r"|#[^\n]*"
+    r")$"
+)
+MIN_CODE_LINES = 2  # one line of code in prose is a mention ("I call model.module(x)")
+MAX_REPAIRS = 12  # lines dropped from an excerpt that does not parse as pasted
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """A piece of code in the text: where it starts (offset) and its lines as pasted."""
+
+    start: int
+    end: int
+    code: str
+
+
+def code_blocks(text: str) -> list[CodeBlock]:
+    """Fenced blocks, then unfenced runs of code-like lines, in the order they appear."""
+    blocks = [
+        CodeBlock(m.start("code"), m.end("code"), m.group("code")) for m in FENCE.finditer(text)
+    ]
+    taken = [(b.start, b.end) for b in blocks]
+    run: list[tuple[int, str]] = []
+    offset = 0
+
+    def close() -> None:
+        if len(run) >= MIN_CODE_LINES and _repair("\n".join(t for _, t in run)) is not None:
+            start = run[0][0]
+            end = run[-1][0] + len(run[-1][1])
+            if not any(a <= start < b for a, b in taken):
+                blocks.append(CodeBlock(start, end, text[start:end]))
+        run.clear()
+
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        inside = any(a <= offset < b for a, b in taken)
+        if not inside and body.strip() and (CODE_LINE.match(body) or (run and body[:1] in " \t")):
+            run.append((offset, body))
+        elif not body.strip() and run:
+            pass  # a blank line inside a block of code
+        else:
+            close()
+        offset += len(line)
+    close()
+    return sorted(blocks, key=lambda b: b.start)
+
+
+def _blank(text: str, blocks: list[CodeBlock]) -> str:
+    """The text with its code replaced by spaces (offsets kept), for the prose patterns."""
+    chars = list(text)
+    for b in blocks:
+        for i in range(b.start, b.end):
+            if chars[i] != "\n":
+                chars[i] = " "
+    return "".join(chars)
+
+
+def _repair(code: str) -> str | None:
+    """The excerpt as Python that parses, line for line (line N is still the pasted line N):
+    prompts stripped, dedented, a block header with no body given ``pass``, and a line that
+    breaks the parse (output, an ellipsis of the poster's) turned into ``pass``. None when it
+    still does not parse."""
+    lines = [re.sub(r"^(\s*)(?:>>> |\.\.\. )", r"\1", ln) for ln in code.splitlines()]
+    rows = textwrap.dedent("\n".join(lines)).splitlines()
+    if not rows:
+        return None
+    for _ in range(MAX_REPAIRS):
+        text = "\n".join(rows)
+        try:
+            ast.parse(text)
+            return text
+        except SyntaxError as exc:
+            bad = min(max((exc.lineno or len(rows)) - 1, 0), len(rows) - 1)
+            if "indented block" in (exc.msg or ""):
+                header = (
+                    bad if bad == len(rows) - 1 and rows[bad].rstrip().endswith(":") else bad - 1
+                )
+                while header > 0 and not rows[header].strip():
+                    header -= 1
+                if rows[header].rstrip().endswith(":"):
+                    rows[header] = rows[header].rstrip() + " pass"
+                    continue
+            rows[bad] = " " * _indent(rows[bad]) + "pass"
+        except (ValueError, RecursionError, MemoryError):
+            return None
+    return None
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _scanned(kb: KnowledgeBase, blocks: list[CodeBlock]) -> list[Finding]:
+    """Facts the scanner reads from the text's code, each quoting the line that shows it."""
+    from ddpadvisor.scan import scan_excerpt
+
+    out: list[Finding] = []
+    for n, block in enumerate(blocks, 1):
+        code = _repair(block.code)
+        if code is None:
+            continue
+        try:
+            result = scan_excerpt(code, f"excerpt{n}")
+        except InputError:
+            continue
+        pasted = block.code.splitlines(keepends=True)
+        for item in result.findings:
+            fact = kb.facts.get(item.fact)
+            if fact is None:
+                continue
+            try:
+                value = parse_value(fact, item.value)
+            except ValueProblem:
+                continue
+            if value is None:
+                continue
+            line = int(item.where.rpartition(":")[2] or 0)
+            phrase = pasted[line - 1].strip() if 0 < line <= len(pasted) else item.detail
+            start = block.start + sum(len(r) for r in pasted[: max(0, line - 1)])
+            out.append(Finding(fact.id, value, phrase, start, "code"))
+    return out
 
 
 def to_observations(findings: list[Finding], where: str) -> list[Observation]:
@@ -87,7 +239,11 @@ def to_observations(findings: list[Finding], where: str) -> list[Observation]:
             value=f.value,
             source="answer",
             where=where,
-            detail=f"from the description: \u201c{f.phrase}\u201d",
+            detail=(
+                f"from the code in the description: \u201c{f.phrase}\u201d"
+                if f.origin == "code"
+                else f"from the description: \u201c{f.phrase}\u201d"
+            ),
         )
         for f in findings
     ]

@@ -100,6 +100,9 @@ class IntakeOut(BaseModel):
     fact: str
     value: Scalar
     phrase: str
+    origin: Literal["text", "code"] = Field(
+        "text", description="text: a phrase of the description; code: a line of code in it"
+    )
 
 
 class SupersededValue(BaseModel):

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ddpadvisor.scan.rules.base import Finding
 
-__all__ = ["Finding", "ScanResult", "scan_file"]
+if TYPE_CHECKING:
+    from ddpadvisor.scan.source import SourceSet
+
+__all__ = ["Finding", "ScanResult", "scan_excerpt", "scan_file"]
 
 
 @dataclass
@@ -48,11 +52,34 @@ def _consolidate(findings: list[Finding]) -> list[Finding]:
 
 def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
     """Scan one script. Raises :class:`ddpadvisor.errors.InputError` for unreadable input."""
-    from ddpadvisor.scan.interp import Walker
-    from ddpadvisor.scan.rules import run_rules
     from ddpadvisor.scan.source import load
 
-    sources = load(Path(path))
+    return _scan(load(Path(path)), strict)
+
+
+def scan_excerpt(code: str, label: str = "excerpt", *, strict: bool = False) -> ScanResult:
+    """Scan a piece of a script (code pasted into a forum post), keeping only the findings an
+    excerpt can show (:data:`ddpadvisor.scan.rules.EXCERPT_CANNOT_SHOW`): a value decided by
+    the absence of code elsewhere ("torch.compile is not used") means nothing in an excerpt.
+    Raises :class:`ddpadvisor.errors.InputError` when the code does not parse."""
+    from ddpadvisor.scan.rules import EXCERPT_CANNOT_SHOW
+    from ddpadvisor.scan.source import load_excerpt
+
+    result = _scan(load_excerpt(code, label), strict)
+    result.findings = [
+        f
+        for f in result.findings
+        if f.fact in EXCERPT_CANNOT_SHOW
+        and (hidden := EXCERPT_CANNOT_SHOW[f.fact]) is not None
+        and f.value not in hidden
+    ]
+    return result
+
+
+def _scan(sources: SourceSet, strict: bool) -> ScanResult:
+    from ddpadvisor.scan.interp import Walker
+    from ddpadvisor.scan.rules import run_rules
+
     walk = Walker(sources).run()
     rules = run_rules(walk, strict=strict)
     warnings = list(dict.fromkeys([*walk.warnings, *rules.warnings]))

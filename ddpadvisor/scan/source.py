@@ -219,3 +219,24 @@ def load(path: Path) -> SourceSet:
     tree, text = parse_file(path, str(path))
     main = Module("__main__", path, label, tree, text.count("\n") + 1)
     return SourceSet(root=path.resolve().parent, main=main)
+
+
+class ExcerptSources(SourceSet):
+    """A code excerpt (pasted into a description): there is no folder, so no sibling module."""
+
+    def resolve(self, dotted: str) -> Module | None:
+        return None
+
+
+def load_excerpt(code: str, label: str) -> ExcerptSources:
+    """Parse an excerpt's text; raises :class:`InputError` when it is not Python."""
+    try:
+        tree = ast.parse(code, filename=label, type_comments=False)
+    except SyntaxError as exc:
+        raise InputError(
+            f"syntax error: {exc.msg or 'invalid syntax'}", label, exc.lineno
+        ) from None
+    except (RecursionError, MemoryError, ValueError):
+        raise InputError("cannot be parsed", label) from None
+    main = Module("__main__", Path(label), label, tree, code.count("\n") + 1)
+    return ExcerptSources(root=Path(label), main=main)

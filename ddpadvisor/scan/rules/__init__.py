@@ -24,7 +24,15 @@ from ddpadvisor.scan.rules import (
 )
 from ddpadvisor.scan.rules.base import Finding, RuleContext, UndeclaredFact
 
-__all__ = ["RULES", "Finding", "Rule", "RuleContext", "UndeclaredFact", "run_rules"]
+__all__ = [
+    "EXCERPT_CANNOT_SHOW",
+    "RULES",
+    "Finding",
+    "Rule",
+    "RuleContext",
+    "UndeclaredFact",
+    "run_rules",
+]
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,54 @@ RULES: tuple[Rule, ...] = (
     _rule(runtime.loop_kind, "hand_written_loop"),
     _rule(accumulation.comm_hook, "uses_comm_hook", "comm_hook_averages"),
 )
+
+
+# What an excerpt of a script (the code in a forum post) can show, per fact: the values listed
+# here are the ones a rule concludes from code being absent ("no no_sync()", "no autocast"),
+# which an excerpt cannot support, so ``scan_excerpt`` drops them; None: the fact is read from
+# whole scripts only. Every fact of RULES is listed (a test checks), so a new rule decides.
+EXCERPT_CANNOT_SHOW: dict[str, frozenset[object] | None] = {
+    "uses_distributed_sampler": frozenset(),  # either way it is read off the DataLoader call
+    "sampler_seed_rank_dependent": frozenset(),  # off the sampler's constructor
+    "calls_set_epoch": frozenset({False}),
+    "grad_accum_steps": frozenset({1}),
+    "loss_divided_by_accum": frozenset(),  # off the backward line inside the window shown
+    "zero_grad_every_micro_step": frozenset(),
+    "uses_no_sync": frozenset({False}),
+    "final_micro_step_synced": frozenset({True}),  # True also when no no_sync() is shown
+    "forward_bypasses_ddp": frozenset(),  # off the forward call shown
+    "extra_backward_through_ddp": frozenset({False}),
+    "loss_multiplied_by_world_size": frozenset({False}),
+    "precision": frozenset({"fp32"}),
+    "uses_grad_scaler": frozenset({False}),
+    "uses_grad_clipping": frozenset({False}),
+    "clip_inside_no_sync": frozenset(),
+    "unscale_before_clip": frozenset(),
+    "uses_torch_compile": frozenset({False}),
+    "uses_lora": frozenset({False}),
+    "module_created_after_wrap": frozenset({False}),
+    "rank_conditional_state_change": frozenset({False}),
+    "uses_fsdp_or_zero": frozenset({False}),
+    "has_batchnorm": frozenset({False}),
+    "uses_syncbn": frozenset({False}),
+    "broadcast_buffers_disabled": frozenset(),  # off the DDP constructor's keywords
+    "lr_scaling": frozenset({"none"}),
+    "scheduler_steps_per_optimizer_step": None,  # needs the whole loop and its totals
+    "warmup_steps": None,
+    "optimizer_family": frozenset(),
+    "adam_beta2": frozenset(),
+    "per_gpu_batch_size": frozenset(),
+    "loss_reduction": frozenset(),
+    "variable_length_sequences": frozenset({False}),
+    "loss_normalised_by_global_tokens": frozenset({False}),
+    "logged_loss_reduction_wrong": frozenset({False}),
+    "logs_rank0_only": frozenset({False}),
+    "uses_random_augmentation": frozenset({False}),
+    "rank_seeds_identical": frozenset(),
+    "hand_written_loop": frozenset(),
+    "uses_comm_hook": frozenset({False}),
+    "comm_hook_averages": frozenset(),
+}
 
 
 def run_rules(walk: WalkResult, *, strict: bool = False) -> RuleContext:

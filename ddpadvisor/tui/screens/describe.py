@@ -25,13 +25,17 @@ if TYPE_CHECKING:
 
 INTRO = (
     "Describe the problem in your own words, or paste your forum post (English or 中文): "
-    "GPUs, batch, precision, what the loss does. ctrl+r reads it."
+    "GPUs, batch, precision, what the loss does, and your training loop if you can: code is "
+    "scanned. ctrl+r reads it."
 )
 
 
 def finding_label(f: Finding) -> Content:
     return Content.assemble(
-        (f"{f.fact} = {format_value(f.value)}", "bold"), "  \u2190 ", f"\u201c{f.phrase}\u201d"
+        (f"{f.fact} = {format_value(f.value)}", "bold"),
+        "  \u2190 ",
+        ("code ", "italic") if f.origin == "code" else "",
+        f"\u201c{f.phrase}\u201d",
     )
 
 

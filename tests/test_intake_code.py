@@ -1,0 +1,118 @@
+"""Code pasted into a description: scanned as an excerpt, never read by the prose patterns, and
+only what a piece of a script can show (nothing concluded from code that is not there)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpadvisor.engine.diagnose import Engine
+from ddpadvisor.evidence.intake import code_blocks, extract
+from ddpadvisor.scan import scan_excerpt
+from ddpadvisor.scan.rules import EXCERPT_CANNOT_SHOW, RULES
+from ddpadvisor.service import load_engine
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return load_engine()
+
+
+FENCED = """Loss goes nan after a few epochs on 4 GPUs; one GPU is fine. My loop:
+
+```python
+train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+model = DDP(model, device_ids=[rank])
+for epoch in range(100):
+    for x, y in train_loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            out = model.module(x)
+            loss = crit(out, y)
+        scaler.scale(loss).backward()
+        ...
+```
+Lowering the learning rate did not help.
+"""
+
+# Indented the way forums show code, in a Chinese post, ending inside its block.
+INDENTED_ZH = """两张卡训练，loss 一直震荡，代码如下：
+    sampler = DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=16, sampler=sampler)
+    model = torch.nn.parallel.DistributedDataParallel(net, device_ids=[local_rank], broadcast_buffers=False)
+    for epoch in range(epochs):
+        for batch in loader:
+单卡没问题。
+"""
+
+
+def by_fact(engine: Engine, text: str) -> dict[str, tuple[object, str, str]]:
+    return {f.fact: (f.value, f.origin, f.phrase) for f in extract(engine.kb, text)}
+
+
+def test_a_fenced_loop_is_scanned_line_by_line(engine: Engine) -> None:
+    found = by_fact(engine, FENCED)
+    assert found["forward_bypasses_ddp"] == (True, "code", "out = model.module(x)")
+    assert found["uses_distributed_sampler"][:2] == (False, "code")
+    assert found["per_gpu_batch_size"][:2] == (32, "code")
+    assert found["precision"][:2] == ("fp16_amp", "code")
+    # the prose around it is still read
+    assert found["loss_pattern"][:2] == ("nan", "text")
+    assert found["world_size"][:2] == (4, "text")
+
+
+def test_an_indented_chinese_excerpt_is_found_and_repaired(engine: Engine) -> None:
+    assert len(code_blocks(INDENTED_ZH)) == 1
+    found = by_fact(engine, INDENTED_ZH)
+    assert found["uses_distributed_sampler"][:2] == (True, "code")
+    assert found["broadcast_buffers_disabled"][:2] == (True, "code")
+    assert found["world_size"][:2] == (2, "text")
+    assert found["single_gpu_converges"][:2] == (True, "text")
+
+
+def test_nothing_is_concluded_from_code_the_excerpt_does_not_show(engine: Engine) -> None:
+    # A whole-script scan of this loop says "no torch.compile", "no no_sync", "fp32", "no
+    # clipping", "no BatchNorm"; an excerpt cannot know any of that.
+    found = by_fact(engine, FENCED)
+    for fact in (
+        "uses_torch_compile",
+        "uses_no_sync",
+        "uses_grad_clipping",
+        "has_batchnorm",
+        "module_created_after_wrap",
+        "rank_conditional_state_change",
+        "uses_syncbn",
+    ):
+        assert fact not in found, fact
+    plain = "```\nmodel = DDP(model)\nfor x in loader:\n    model(x).sum().backward()\n```"
+    assert by_fact(engine, plain).get("precision") is None
+
+
+def test_prose_patterns_do_not_read_code(engine: Engine) -> None:
+    # "without ... DistributedSampler" in a comment is code, not the user's statement
+    text = "```\n# runs without a DistributedSampler for now\nloader = make_loader(ds)\n```"
+    found = by_fact(engine, text)
+    assert "uses_distributed_sampler" not in found
+
+
+def test_one_line_of_code_in_prose_is_not_an_excerpt(engine: Engine) -> None:
+    text = "I call model.module(x) in eval only.\nThe loss oscillates."
+    assert code_blocks(text) == []
+
+
+def test_text_that_only_looks_like_code_is_left_alone(engine: Engine) -> None:
+    text = "Setup: lr = 3e-4 with warmup\nbatch = 64 per gpu, eight gpus (see below)\nthanks"
+    for block in code_blocks(text):
+        assert scan_excerpt(block.code).findings == []
+
+
+def test_every_scanned_fact_says_what_an_excerpt_can_show() -> None:
+    declared = set().union(*(rule.facts for rule in RULES))
+    assert declared == set(EXCERPT_CANNOT_SHOW)
+
+
+def test_code_beats_what_the_prose_says(engine: Engine) -> None:
+    text = (
+        "I use a DistributedSampler.\n\n```\n"
+        "loader = DataLoader(ds, batch_size=8, shuffle=True)\nmodel = DDP(net)\n```"
+    )
+    found = by_fact(engine, text)
+    assert found["uses_distributed_sampler"][:2] == (False, "code")
