@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ddpadvisor.engine.diagnose import Engine
-from ddpadvisor.evidence.intake import code_blocks, extract
+from ddpadvisor.evidence.intake import code_blocks, extract, to_observations
 from ddpadvisor.scan import scan_excerpt
 from ddpadvisor.scan.rules import EXCERPT_CANNOT_SHOW, RULES
 from ddpadvisor.service import load_engine
@@ -116,3 +116,68 @@ def test_code_beats_what_the_prose_says(engine: Engine) -> None:
     )
     found = by_fact(engine, text)
     assert found["uses_distributed_sampler"][:2] == (False, "code")
+
+
+def shown(code: str) -> dict[str, object]:
+    return {f.fact: f.value for f in scan_excerpt(code).findings}
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        # every micro-step inside no_sync: the optimizer steps on unsynced gradients
+        (
+            "for micro in range(accum):\n    with model.no_sync():\n"
+            "        loss = model(x, y) / accum\n        loss.backward()\noptimizer.step()\n",
+            {"uses_no_sync": True, "final_micro_step_synced": False, "loss_divided_by_accum": True},
+        ),
+        # `rank` is never defined in the excerpt: its name says what it is
+        (
+            "for x, y in loader:\n    loss = model(x, y)\n    loss.backward()\n"
+            "    optimizer.step()\n    if rank == 0:\n        print(loss.item())\n",
+            {"logs_rank0_only": True, "forward_bypasses_ddp": False},
+        ),
+        (
+            "scaler = torch.cuda.amp.GradScaler()\nfor x, y in loader:\n"
+            "    with torch.cuda.amp.autocast():\n        loss = model(x, y)\n"
+            "    scaler.scale(loss).backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    scaler.step(optimizer)\n    scaler.update()\n",
+            {"unscale_before_clip": False, "uses_grad_scaler": True, "precision": "fp16_amp"},
+        ),
+        (
+            "optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr * dist.get_world_size())",
+            {"lr_scaling": "linear", "optimizer_family": "adam"},
+        ),
+        (
+            "model = DDP(model, device_ids=[rank])\nif rank == 0:\n"
+            "    model.module.load_state_dict(torch.load('ckpt.pt'))\n",
+            {"rank_conditional_state_change": True},
+        ),
+    ],
+)
+def test_what_an_excerpt_shows(code: str, expected: dict[str, object]) -> None:
+    got = shown(code)
+    assert {k: got.get(k) for k in expected} == expected
+
+
+def test_the_assumed_wrap_is_never_itself_evidence() -> None:
+    # the excerpt never wraps `model`; the wrap the scan assumes must not say "DDP keeps the
+    # default broadcast_buffers" or locate anything on a line the user did not write
+    findings = scan_excerpt("for x in loader:\n    model(x).sum().backward()\n").findings
+    assert "broadcast_buffers_disabled" not in {f.fact for f in findings}
+    assert all(1 <= int(f.where.rpartition(":")[2]) <= 2 for f in findings)
+
+
+def test_a_correct_excerpt_raises_nothing_confidently(engine: Engine) -> None:
+    code = (
+        "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, batch_size=32, sampler=sampler)\n"
+        "model = DDP(model.to(local_rank), device_ids=[local_rank])\n"
+        "for epoch in range(epochs):\n    sampler.set_epoch(epoch)\n    for x, y in loader:\n"
+        "        loss = criterion(model(x), y)\n        loss.backward()\n"
+        "        optimizer.step()\n        optimizer.zero_grad()\n"
+    )
+    found = extract(engine.kb, f"Loss oscillates on 2 GPUs.\n```\n{code}```")
+    diagnosis = engine.diagnose(to_observations(found, "description"))
+    lead = next(c for c in diagnosis.causes if not c.catch_all)
+    assert lead.score < 0.30, (lead.id, lead.score)

@@ -9,6 +9,7 @@ Nothing here imports torch or the scanned code.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,22 +58,64 @@ def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
     return _scan(load(Path(path)), strict)
 
 
+# In an excerpt that never shows the wrap, the model it trains under DDP is taken to be the
+# wrapped one when it goes by one of these names (its role guessed from its name, as for an
+# unpassed parameter); nothing is concluded from the assumed wrap itself.
+WRAPPED_NAMES = ("model", "ddp_model", "net", "network")
+_WRAPPERS = {
+    "DDP", "DistributedDataParallel", "FSDP", "FullyShardedDataParallel", "fully_shard",
+    "Trainer", "SFTTrainer", "Accelerator", "prepare", "initialize", "setup",
+}  # fmt: skip
+
+
+def _assumed_wrap(code: str) -> str | None:
+    """The name to wrap in DDP before an excerpt's first line, or None."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    used: set[str] = set()
+    assigned: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _WRAPPERS:
+                return None
+        elif isinstance(node, ast.Name):
+            (assigned if isinstance(node.ctx, ast.Store) else used).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assigned.update(a.arg for a in node.args.args)
+    return next((n for n in WRAPPED_NAMES if n in used and n not in assigned), None)
+
+
 def scan_excerpt(code: str, label: str = "excerpt", *, strict: bool = False) -> ScanResult:
     """Scan a piece of a script (code pasted into a forum post), keeping only the findings an
     excerpt can show (:data:`ddpadvisor.scan.rules.EXCERPT_CANNOT_SHOW`): a value decided by
     the absence of code elsewhere ("torch.compile is not used") means nothing in an excerpt.
     Raises :class:`ddpadvisor.errors.InputError` when the code does not parse."""
-    from ddpadvisor.scan.rules import EXCERPT_CANNOT_SHOW
+    from ddpadvisor.scan.rules import EXCERPT_CANNOT_SHOW, EXCERPT_SHOWN_WITH
     from ddpadvisor.scan.source import load_excerpt
 
+    wrap = _assumed_wrap(code)
+    shift = 0
+    if wrap is not None:
+        code = f"{wrap} = DistributedDataParallel({wrap})\n{code}"
+        shift = 1
     result = _scan(load_excerpt(code, label), strict)
-    result.findings = [
-        f
-        for f in result.findings
-        if f.fact in EXCERPT_CANNOT_SHOW
-        and (hidden := EXCERPT_CANNOT_SHOW[f.fact]) is not None
-        and f.value not in hidden
-    ]
+    kept: list[Finding] = []
+    shown = {f.fact for f in result.findings if f.value is True}
+    for f in result.findings:
+        hidden = EXCERPT_CANNOT_SHOW.get(f.fact)
+        if hidden is None:
+            continue
+        if f.value in hidden and EXCERPT_SHOWN_WITH.get(f.fact) not in shown:
+            continue
+        where, _, line = f.where.rpartition(":")
+        if not line.isdigit() or int(line) <= shift:
+            continue  # found at the assumed wrap, not in the user's code
+        kept.append(Finding(f.fact, f.value, f"{where}:{int(line) - shift}", f.detail))
+    result.findings = kept
     return result
 
 

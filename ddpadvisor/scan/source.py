@@ -224,6 +224,8 @@ def load(path: Path) -> SourceSet:
 class ExcerptSources(SourceSet):
     """A code excerpt (pasted into a description): there is no folder, so no sibling module."""
 
+    excerpt = True
+
     def resolve(self, dotted: str) -> Module | None:
         return None
 

@@ -31,6 +31,9 @@ from ddpadvisor.scan.values import UNKNOWN, Obj, Val
 class WalkerCore:
     def __init__(self, sources: SourceSet, budget: int = DEFAULT_BUDGET) -> None:
         self.sources = sources
+        # An excerpt (code pasted into a post) uses names it never defines (rank, optimizer,
+        # scaler, loader): each is given the role its name says, as an unpassed parameter is.
+        self.excerpt = getattr(sources, "excerpt", False)
         self.events: list[Event] = []
         self.objects: dict[int, Obj] = {}
         self.scopes: dict[str, ModuleScope] = {}
@@ -132,6 +135,10 @@ class WalkerCore:
             f = f.parent
         if name in frame.scope.globals:
             return frame.scope.globals[name]
+        if self.excerpt and not name[:1].isupper():  # DataLoader, DDP: classes, not roles
+            role = self.unbound(name)
+            if role.kind is not None or role.taint - {V.UNBOUND}:
+                return role
         return Val(kind="symbol", canon=name)
 
     def lookup_expr(self, name: str, frame: Frame) -> ast.expr | None:

@@ -108,7 +108,7 @@ EXCERPT_CANNOT_SHOW: dict[str, frozenset[object] | None] = {
     "loss_divided_by_accum": frozenset(),  # off the backward line inside the window shown
     "zero_grad_every_micro_step": frozenset(),
     "uses_no_sync": frozenset({False}),
-    "final_micro_step_synced": frozenset({True}),  # True also when no no_sync() is shown
+    "final_micro_step_synced": frozenset({True}),  # True also when no no_sync() is seen
     "forward_bypasses_ddp": frozenset(),  # off the forward call shown
     "extra_backward_through_ddp": frozenset({False}),
     "loss_multiplied_by_world_size": frozenset({False}),
@@ -142,6 +142,9 @@ EXCERPT_CANNOT_SHOW: dict[str, frozenset[object] | None] = {
     "uses_comm_hook": frozenset({False}),
     "comm_hook_averages": frozenset(),
 }
+
+# A value listed above that an excerpt does show when it also shows this fact to be True.
+EXCERPT_SHOWN_WITH: dict[str, str] = {"final_micro_step_synced": "uses_no_sync"}
 
 
 def run_rules(walk: WalkResult, *, strict: bool = False) -> RuleContext:
