@@ -181,3 +181,22 @@ def test_a_correct_excerpt_raises_nothing_confidently(engine: Engine) -> None:
     diagnosis = engine.diagnose(to_observations(found, "description"))
     lead = next(c for c in diagnosis.causes if not c.catch_all)
     assert lead.score < 0.30, (lead.id, lead.score)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # cut out of an if/else: the clause is kept, its body read
+        "the code:\n        else:\n            loader = DataLoader(ds, batch_size=4, shuffle=True)\n"
+        "            net = DDP(net)\n",
+        # a call spread over lines, the next statement pasted one level too deep
+        "```\nsampler = DistributedSampler(\n        ds,\n        shuffle=True)\n"
+        "    loader = DataLoader(ds, batch_size=4,\n                        sampler=sampler)\n```",
+        # every line posted as inline code
+        "`loader = DataLoader(ds, batch_size=4, shuffle=True)`\n`net = DDP(net)`\n",
+    ],
+)
+def test_excerpts_as_people_paste_them(engine: Engine, text: str) -> None:
+    found = by_fact(engine, text)
+    assert found["per_gpu_batch_size"][:2] == (4, "code")
+    assert found["uses_distributed_sampler"][1] == "code"

@@ -112,8 +112,9 @@ CODE_LINE = re.compile(
     r"|#[^\n]*"
     r")$"
 )
+INLINE_CODE = re.compile(r"^(\s*)`([^`]+)`\s*$")  # a line of code posted as `inline code`
 MIN_CODE_LINES = 2  # one line of code in prose is a mention ("I call model.module(x)")
-MAX_REPAIRS = 12  # lines dropped from an excerpt that does not parse as pasted
+MAX_REPAIRS = 24  # lines dropped from an excerpt that does not parse as pasted
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,8 @@ def code_blocks(text: str) -> list[CodeBlock]:
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
         inside = any(a <= offset < b for a, b in taken)
-        if not inside and body.strip() and (CODE_LINE.match(body) or (run and body[:1] in " \t")):
+        looks = CODE_LINE.match(INLINE_CODE.sub(r"\1\2", body))
+        if not inside and body.strip() and (looks or (run and body[:1] in " \t")):
             run.append((offset, body))
         elif not body.strip() and run:
             pass  # a blank line inside a block of code
@@ -166,12 +168,18 @@ def _blank(text: str, blocks: list[CodeBlock]) -> str:
     return "".join(chars)
 
 
+ORPHAN_CLAUSE = re.compile(r"^\s*(?:else|elif\b.*|except\b.*|finally)\s*:\s*(?:#.*)?$")
+
+
 def _repair(code: str) -> str | None:
     """The excerpt as Python that parses, line for line (line N is still the pasted line N):
-    prompts stripped, dedented, a block header with no body given ``pass``, and a line that
-    breaks the parse (output, an ellipsis of the poster's) turned into ``pass``. None when it
+    prompts and wrapping backticks stripped, dedented; a block header with no body given
+    ``pass``; a clause cut from its statement (``else:``) read as ``if True:``; a line indented
+    deeper than the code before it (a pasted part of a block) shifted back; and a line that
+    still breaks the parse (output, the poster's ellipsis) turned into ``pass``. None when it
     still does not parse."""
     lines = [re.sub(r"^(\s*)(?:>>> |\.\.\. )", r"\1", ln) for ln in code.splitlines()]
+    lines = [INLINE_CODE.sub(r"\1\2", ln) for ln in lines]
     rows = textwrap.dedent("\n".join(lines)).splitlines()
     if not rows:
         return None
@@ -182,7 +190,8 @@ def _repair(code: str) -> str | None:
             return text
         except SyntaxError as exc:
             bad = min(max((exc.lineno or len(rows)) - 1, 0), len(rows) - 1)
-            if "indented block" in (exc.msg or ""):
+            msg = exc.msg or ""
+            if "indented block" in msg:
                 header = (
                     bad if bad == len(rows) - 1 and rows[bad].rstrip().endswith(":") else bad - 1
                 )
@@ -190,6 +199,21 @@ def _repair(code: str) -> str | None:
                     header -= 1
                 if rows[header].rstrip().endswith(":"):
                     rows[header] = rows[header].rstrip() + " pass"
+                    continue
+            if ORPHAN_CLAUSE.match(rows[bad]):
+                rows[bad] = " " * _indent(rows[bad]) + "if True:"
+                continue
+            if "unexpected indent" in msg:
+                prev = next((r for r in reversed(rows[:bad]) if r.strip()), "")
+                by = _indent(rows[bad]) - _indent(prev)
+                if by <= 0:  # the line before ends a call spread over lines: back to the margin
+                    by = _indent(rows[bad]) - _indent(next(r for r in rows if r.strip()))
+                if by > 0:
+                    start = _indent(rows[bad])
+                    j = bad
+                    while j < len(rows) and (not rows[j].strip() or _indent(rows[j]) >= start):
+                        rows[j] = rows[j][by:] if rows[j].strip() else rows[j]
+                        j += 1
                     continue
             rows[bad] = " " * _indent(rows[bad]) + "pass"
         except (ValueError, RecursionError, MemoryError):
