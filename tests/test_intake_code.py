@@ -112,7 +112,8 @@ def test_every_scanned_fact_says_what_an_excerpt_can_show() -> None:
 def test_code_beats_what_the_prose_says(engine: Engine) -> None:
     text = (
         "I use a DistributedSampler.\n\n```\n"
-        "loader = DataLoader(ds, batch_size=8, shuffle=True)\nmodel = DDP(net)\n```"
+        "loader = DataLoader(ds, batch_size=8, shuffle=True)\nmodel = DDP(net)\n"
+        "for x in loader:\n    model(x).sum().backward()\n```"
     )
     found = by_fact(engine, text)
     assert found["uses_distributed_sampler"][:2] == (False, "code")
@@ -199,4 +200,24 @@ def test_a_correct_excerpt_raises_nothing_confidently(engine: Engine) -> None:
 def test_excerpts_as_people_paste_them(engine: Engine, text: str) -> None:
     found = by_fact(engine, text)
     assert found["per_gpu_batch_size"][:2] == (4, "code")
-    assert found["uses_distributed_sampler"][1] == "code"
+
+
+def test_a_loader_not_seen_in_its_loop_says_nothing_about_sharding(engine: Engine) -> None:
+    # accelerate or Lightning may shard it further down; with the loop shown, it is decided
+    built = "```\nloader = DataLoader(ds, batch_size=4, shuffle=True)\nnet = DDP(net)\n```"
+    assert "uses_distributed_sampler" not in by_fact(engine, built)
+    looped = (
+        built.replace("```\n", "", 1).rstrip("`")
+        + "for x in loader:\n    net(x).sum().backward()\n"
+    )
+    assert by_fact(engine, f"```\n{looped}```")["uses_distributed_sampler"][:2] == (False, "code")
+
+
+def test_excerpts_cut_from_whole_scripts_rarely_contradict_them() -> None:
+    # bench/excerpt_agreement.py over the project's own scripts: an excerpt finding that a scan
+    # of the whole script contradicts is what would mislead a user
+    from bench.excerpt_agreement import DEFAULT, measure, scripts
+
+    got = measure(scripts(DEFAULT))
+    assert got.counts["excerpts"] > 500
+    assert got.counts["contradicting"] <= 0.005 * got.findings, got.contradicting

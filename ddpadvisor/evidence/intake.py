@@ -174,7 +174,8 @@ ORPHAN_CLAUSE = re.compile(r"^\s*(?:else|elif\b.*|except\b.*|finally)\s*:\s*(?:#
 def _repair(code: str) -> str | None:
     """The excerpt as Python that parses, line for line (line N is still the pasted line N):
     prompts and wrapping backticks stripped, dedented; a block header with no body given
-    ``pass``; a clause cut from its statement (``else:``) read as ``if True:``; a line indented
+    ``pass``; a clause cut from its statement (``else:``) read as an ``if`` on a condition not
+    shown; a line indented
     deeper than the code before it (a pasted part of a block) shifted back; and a line that
     still breaks the parse (output, the poster's ellipsis) turned into ``pass``. None when it
     still does not parse."""
@@ -201,7 +202,8 @@ def _repair(code: str) -> str | None:
                     rows[header] = rows[header].rstrip() + " pass"
                     continue
             if ORPHAN_CLAUSE.match(rows[bad]):
-                rows[bad] = " " * _indent(rows[bad]) + "if True:"
+                # its condition is not in the excerpt: a name the scan cannot decide
+                rows[bad] = " " * _indent(rows[bad]) + "if condition_not_shown:"
                 continue
             if "unexpected indent" in msg:
                 prev = next((r for r in reversed(rows[:bad]) if r.strip()), "")

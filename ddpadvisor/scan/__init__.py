@@ -61,7 +61,7 @@ def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
 # In an excerpt that never shows the wrap, the model it trains under DDP is taken to be the
 # wrapped one when it goes by one of these names (its role guessed from its name, as for an
 # unpassed parameter); nothing is concluded from the assumed wrap itself.
-WRAPPED_NAMES = ("model", "ddp_model", "net", "network")
+WRAPPED_NAMES = ("ddp_model", "model", "net", "network")  # the first one used is wrapped
 _WRAPPERS = {
     "DDP", "DistributedDataParallel", "FSDP", "FullyShardedDataParallel", "fully_shard",
     "Trainer", "SFTTrainer", "Accelerator", "prepare", "initialize", "setup",

@@ -135,10 +135,13 @@ class WalkerCore:
             f = f.parent
         if name in frame.scope.globals:
             return frame.scope.globals[name]
-        if self.excerpt and not name[:1].isupper():  # DataLoader, DDP: classes, not roles
-            role = self.unbound(name)
-            if role.kind is not None or role.taint - {V.UNBOUND}:
-                return role
+        if self.excerpt:
+            if not name[:1].isupper():  # DataLoader, DDP: classes, not roles
+                role = self.unbound(name)
+                if role.kind is not None or role.taint - {V.UNBOUND}:
+                    return role
+            # defined outside the excerpt: still resolvable as a library name, never a value
+            return Val(kind="symbol", canon=name, taint=frozenset({V.UNBOUND}))
         return Val(kind="symbol", canon=name)
 
     def lookup_expr(self, name: str, frame: Frame) -> ast.expr | None:

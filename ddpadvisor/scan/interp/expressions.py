@@ -27,6 +27,8 @@ from ddpadvisor.scan.interp.frames import (
 )
 from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Obj, Op, Val, merge
 
+_UNDEFINED = frozenset({V.UNBOUND})
+
 
 class Expressions(WalkerCore):
     # ------------------------------------------------------------------ expressions
@@ -293,7 +295,8 @@ class Expressions(WalkerCore):
     def attribute(self, base: Val, name: str, frame: Frame) -> Val:
         kind = base.kind
         if kind == "symbol":
-            return Val(kind="symbol", canon=f"{base.canon}.{name}")
+            # an excerpt's undefined name stays undecided through its attributes (self.seed)
+            return Val(kind="symbol", canon=f"{base.canon}.{name}", taint=base.taint & _UNDEFINED)
         if kind == "module" and isinstance(base.const, ModuleScope):
             scope = base.const
             if name in scope.globals:
@@ -504,7 +507,10 @@ class Expressions(WalkerCore):
                 return self.criterion_call(fval, ev)
             return self.method_call(ev, recv, ev.method, frame, ctx)
         if fval.kind == "symbol" and fval.canon:
-            return library.symbol_call(self, ev, fval.canon, frame, ctx)
+            out = library.symbol_call(self, ev, fval.canon, frame, ctx)
+            if V.UNBOUND in fval.taint and out.kind is None and not out.known:
+                out = out.with_taint(V.UNBOUND)  # what an excerpt's undefined helper returns
+            return out
         if fval.kind in _MODEL_KINDS:
             return self.forward(fval, ev)
         if fval.kind == V.CRITERION:

@@ -101,7 +101,9 @@ RULES: tuple[Rule, ...] = (
 # which an excerpt cannot support, so ``scan_excerpt`` drops them; None: the fact is read from
 # whole scripts only. Every fact of RULES is listed (a test checks), so a new rule decides.
 EXCERPT_CANNOT_SHOW: dict[str, frozenset[object] | None] = {
-    "uses_distributed_sampler": frozenset(),  # either way it is read off the DataLoader call
+    # True is read off the sampler; False only where the excerpt shows the loader's loop too
+    # (a loader built here may be handed to accelerate or Lightning further down)
+    "uses_distributed_sampler": frozenset({False}),
     "sampler_seed_rank_dependent": frozenset(),  # off the sampler's constructor
     "calls_set_epoch": frozenset({False}),
     "grad_accum_steps": frozenset({1}),
@@ -115,7 +117,7 @@ EXCERPT_CANNOT_SHOW: dict[str, frozenset[object] | None] = {
     "precision": frozenset({"fp32"}),
     "uses_grad_scaler": frozenset({False}),
     "uses_grad_clipping": frozenset({False}),
-    "clip_inside_no_sync": frozenset(),
+    "clip_inside_no_sync": frozenset({False}),  # False also when no no_sync() is seen
     "unscale_before_clip": frozenset(),
     "uses_torch_compile": frozenset({False}),
     "uses_lora": frozenset({False}),
@@ -144,7 +146,11 @@ EXCERPT_CANNOT_SHOW: dict[str, frozenset[object] | None] = {
 }
 
 # A value listed above that an excerpt does show when it also shows this fact to be True.
-EXCERPT_SHOWN_WITH: dict[str, str] = {"final_micro_step_synced": "uses_no_sync"}
+EXCERPT_SHOWN_WITH: dict[str, str] = {
+    "final_micro_step_synced": "uses_no_sync",
+    "clip_inside_no_sync": "uses_no_sync",
+    "uses_distributed_sampler": "hand_written_loop",
+}
 
 
 def run_rules(walk: WalkResult, *, strict: bool = False) -> RuleContext:

@@ -570,7 +570,8 @@ def _hook_averages(rc: RuleContext, reg: Event) -> None:
     hook = reg.kw("hook", 1)
     if hook is None:
         return
-    if hook.kind == "symbol" and hook.canon:
+    # a bare name an excerpt never imports may be the user's own hook of the same name
+    if hook.kind == "symbol" and hook.canon and V.UNBOUND not in hook.taint:
         stock = apis.last(hook.canon)
         if stock in (
             "allreduce_hook",
