@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 CORPUS = Path(__file__).resolve().parent / "interview_corpus"
 SPLITS = ("tuned", "heldout")
 REQUIRED = ("url", "title", "narrative", "resolution", "cause", "split", "answers")
-OPTIONAL = ("measured", "intake", "reviewed_unknown", "cause_note")
+OPTIONAL = ("measured", "intake", "reviewed_unknown", "cause_note", "code", "code_source")
 CATCH_ALL = "other"  # the engine's id for "no catalogued fault"
 MEASURED_KINDS = ("probe", "trace", "scan", "script")
 
