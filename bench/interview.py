@@ -75,6 +75,13 @@ class Case:
     intake: str = ""
     reviewed_unknown: list[str] = field(default_factory=list)
     cause_note: str = ""
+    code: str = ""  # what the reporter's post showed of their code, pasted with the intake
+
+    def pasted(self, with_code: bool) -> str:
+        """What the user pastes: the intake text, and their code as a fenced block."""
+        if with_code and self.code:
+            return f"{self.intake}\n\n```python\n{self.code.rstrip()}\n```\n"
+        return self.intake
 
     @property
     def name(self) -> str:
@@ -126,6 +133,7 @@ def load_case(path: Path) -> Case:
         intake=str(data.get("intake") or data["narrative"]).strip(),
         reviewed_unknown=list(reviewed),
         cause_note=str(data.get("cause_note") or "").strip(),
+        code=str(data.get("code") or ""),
     )
 
 
@@ -205,7 +213,12 @@ def _observe(kb: KnowledgeBase, case: Case, fact: str, value: Any, where: str) -
 
 
 def replay(
-    engine: Engine, case: Case, max_steps: int, extract: Any, generous: bool = False
+    engine: Engine,
+    case: Case,
+    max_steps: int,
+    extract: Any,
+    generous: bool = False,
+    with_code: bool = True,
 ) -> Replay:
     from ddpadvisor.kb.values import ValueProblem
     from ddpadvisor.observation import UnknownFact
@@ -216,7 +229,7 @@ def replay(
     counts = {"confirmed": 0, "corrected": 0, "rejected": 0, "from code": 0}
     unrecorded: list[str] = []
     if extract is not None:
-        for item in extract(kb, case.intake):
+        for item in extract(kb, case.pasted(with_code)):
             fact = str(item.fact)
             if fact not in kb.facts:
                 continue
@@ -388,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise CorpusProblem(f"{case.path}: cause '{case.cause}' is not in the KB")
         results = [replay(engine, case, args.steps, extract) for case in cases]
         generous = [replay(engine, case, args.steps, extract, True) for case in cases]
+        no_code = [replay(engine, c, args.steps, extract, with_code=False) for c in cases]
     except (CorpusProblem, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -398,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         doc = as_json(results, args.steps, extract is not None)
         doc["generous_splits"] = as_json(generous, args.steps, extract is not None)["splits"]
+        doc["without_code_splits"] = as_json(no_code, args.steps, extract is not None)["splits"]
         print(json.dumps(doc, indent=2))
         return 0
     print(f"interview replay: {len(cases)} real reports, at most {args.steps} steps each")
@@ -420,6 +435,16 @@ def main(argv: list[str] | None = None) -> int:
         part = [r for r in results if r.case.split == split]
         print(f"{split}:")
         print("\n".join(summary(part, args.steps)))
+    print()
+    with_code = sum(1 for c in cases if c.code)
+    print(
+        f"without the code ({with_code} of the {len(cases)} posts show code; pasted with the intake above):"
+    )
+    for split in SPLITS:
+        part = [r for r in no_code if r.case.split == split]
+        lines = summary(part, args.steps)
+        shown = [" ".join(line.split()) for line in (*lines[1:3], lines[4])]
+        print(f"  {split}: " + "; ".join(shown))
     print()
     print("generous (probe/trace/scan steps may also read the recorded answers; an upper bound):")
     for split in SPLITS:

@@ -395,6 +395,10 @@ class Expressions(WalkerCore):
             return Val(taint=base.taint | {V.WORLD})
         if name == "num_items_in_batch":
             return Val(taint=base.taint | {V.GLOBAL_TOKENS})
+        if V.UNBOUND in base.taint and base.kind is None:
+            role = self.unbound(name)  # self.scaler of a method nobody called: its name's role
+            if role.kind is not None:
+                return role
         out = base.plain()
         if name == "loss" and V.FWD in base.taint:
             out = out.with_taint(V.MEAN_RED)

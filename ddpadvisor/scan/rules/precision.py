@@ -282,6 +282,10 @@ def clipping(rc: RuleContext) -> None:
             )
         return
     clip = clips[0]
+    # Whether it clips may hang on a switch; where it clips (before unscale_, inside no_sync)
+    # is decided either way, and means something only if it does.
+    _unscale(rc, clip)
+    _clip_local(rc, clip)
     for c in clip.conds():
         if c.const is not None:  # a command-line switch: only its default is known
             rc.cli_default("uses_grad_clipping", bool(c.const) == c.branch, clip.where)
@@ -290,8 +294,6 @@ def clipping(rc: RuleContext) -> None:
             rc.warn(f"{clip.where}: clipping runs only when {text(c.test)}; not decided")
             return
     rc.emit("uses_grad_clipping", True, clip.where, f"gradients clipped ({clip.where})")
-    _unscale(rc, clip)
-    _clip_local(rc, clip)
 
 
 def _structural(rc: RuleContext, c: CondCtx) -> bool:
@@ -322,9 +324,15 @@ def _unscale(rc: RuleContext, clip: Event) -> None:
         )
         return
     scalers = a.objs(V.SCALER)
-    if not scalers:
+    # a scaler made elsewhere (a parameter, self.scaler) that scales this loss: if it is
+    # enabled at all, the gradients it leaves are scaled until unscale_()
+    scaled_elsewhere = any(
+        e.recv is not None and e.recv.kind == V.SCALER and e.seq < clip.seq
+        for e in a.calls("scale")
+    )
+    if not scalers and not scaled_elsewhere:
         return
-    enabled = scalers[0].kwargs.get("enabled")
+    enabled = scalers[0].kwargs.get("enabled") if scalers else None
     if (
         enabled is not None
         and enabled.known

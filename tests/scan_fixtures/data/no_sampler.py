@@ -2,7 +2,7 @@
 # scan-facts: uses_distributed_sampler=false calls_set_epoch=unknown sampler_seed_rank_dependent=unknown
 # scan-facts: grad_accum_steps=1 zero_grad_every_micro_step=false uses_no_sync=false per_gpu_batch_size=32
 # scan-facts: optimizer_family=sgd adam_beta2=unknown warmup_steps=0 lr_scaling=unknown uses_grad_clipping=false
-# scan-facts: logs_rank0_only=true
+# scan-facts: logs_rank0_only=true clip_inside_no_sync=unknown
 import torch
 import torch.distributed as dist
 import torch.nn as nn

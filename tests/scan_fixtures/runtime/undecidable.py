@@ -1,13 +1,14 @@
 """Everything that matters comes from elsewhere: the scan must not guess."""
+# (whether it clips hangs on cfg.clip; where it clips, after unscale_ and outside no_sync, does not)
 # scan-facts: grad_accum_steps=unknown loss_divided_by_accum=true zero_grad_every_micro_step=false
 # scan-facts: precision=unknown uses_grad_scaler=unknown uses_distributed_sampler=unknown
 # scan-facts: calls_set_epoch=unknown sampler_seed_rank_dependent=unknown lr_scaling=unknown
 # scan-facts: has_batchnorm=unknown uses_syncbn=unknown per_gpu_batch_size=unknown
 # scan-facts: optimizer_family=unknown adam_beta2=unknown uses_grad_clipping=unknown
 # scan-facts: uses_torch_compile=unknown warmup_steps=unknown scheduler_steps_per_optimizer_step=1.0
-# scan-facts: broadcast_buffers_disabled=unknown forward_bypasses_ddp=false unscale_before_clip=unknown
+# scan-facts: broadcast_buffers_disabled=unknown forward_bypasses_ddp=false unscale_before_clip=true
 # scan-facts: loss_reduction=unknown variable_length_sequences=unknown uses_random_augmentation=unknown
-# scan-facts: final_micro_step_synced=true clip_inside_no_sync=unknown logged_loss_reduction_wrong=unknown
+# scan-facts: final_micro_step_synced=true clip_inside_no_sync=false logged_loss_reduction_wrong=unknown
 import torch
 import torch.distributed as dist
 import yaml
