@@ -48,7 +48,8 @@ class Case:
     script: Path
     cause: str | None
     args: list[str] = field(default_factory=list)
-    origin: Path | None = None  # a variant: the script whose `# fault <script stem>:` notes write it
+    # a variant (not kept as a file): the script whose `# fault <script stem>:` notes write it
+    origin: Path | None = None
 
     @property
     def name(self) -> str:
