@@ -93,3 +93,9 @@ def test_a_variant_without_notes_is_one_clear_error(tmp_path: Path) -> None:
     (variant,) = (c for c in zoo.load_cases(folder) if c.origin is not None)
     with pytest.raises(ValueError, match=r"base\.py has no '# fault less:' notes"):
         zoo.materialise(variant, tmp_path / "out")
+
+
+def test_a_variant_of_a_missing_script_is_one_clear_error(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, {"less.py": {"from": "gone.py"}})
+    with pytest.raises(ValueError, match=r"stack/less\.py: from: gone\.py is not a file"):
+        zoo.load_cases(folder)

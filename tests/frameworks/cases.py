@@ -89,6 +89,8 @@ def load_cases(folder: Path) -> list[Case]:
     for script, entry in sorted(spec["cases"].items()):
         entry = entry or {}
         origin = entry.get("from")
+        if origin is not None and not (folder / origin).is_file():
+            raise ValueError(f"{folder.name}/{script}: from: {origin} is not a file of the folder")
         out.append(
             Case(
                 framework,
@@ -196,7 +198,8 @@ def run_cases(
 ) -> dict[str, Outcome]:
     """Every case traced once through the fork runner (tests/support/forkrun.py: torch and the
     framework imported once, the agent installed right after torch as in a real rank),
-    ``workers`` jobs at a time (variants written under ``root/scripts`` first); tests/test_frameworks_launch.py checks it against run_case."""
+    ``workers`` jobs at a time (variants written under ``root/scripts`` first);
+    tests/test_frameworks_launch.py checks it against run_case."""
     from forkrun import Job, run_many
 
     cases = [materialise(c, root / "scripts") for c in cases]
