@@ -135,7 +135,9 @@ def run_folder(engine: Any, folder: Path, out: Path) -> list[Row]:
             rows.append(Row(case, None, None, None, error=f"{type(exc).__name__}: {exc}"))
             print(f"  {case.script.name}: runner error: {type(exc).__name__}: {exc}", flush=True)
             continue
-        plain_s, plain_rc = run_plain(case, out / "plain" / folder.name / f"{case.script.stem}.log")
+        # outcome.case names the script that ran (a variant written from notes: its copy)
+        plain_log = out / "plain" / folder.name / f"{case.script.stem}.log"
+        plain_s, plain_rc = run_plain(outcome.case, plain_log)
         row = Row(case, outcome, plain_s, plain_rc, problems(outcome))
         rows.append(row)
         print_row(row)

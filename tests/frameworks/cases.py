@@ -12,21 +12,32 @@ cases.yaml::
     cases:
       correct_loop.py: {cause: null}
       module_bypass.py: {cause: wrapper-bypassed-forward, args: ["--steps", "8"]}
+      loader_not_prepared.py: {from: correct_loop.py, cause: no-distributed-sampler}
+
+A case with ``from:`` is a faulty variant written from the notes ``# fault <its stem>: SPEC``
+in the named script of the folder (the notation of tests/support/notes.py); it is not kept
+as a file. :func:`materialise` writes it, with the folder's other files (except the case
+scripts), into a temporary folder before it is traced or scanned.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "support"))
+import notes  # noqa: E402  (tests/support/notes.py)
+
 HELD_OUT = HERE.parent / "frameworks_heldout"
 CONFIDENT = 0.30  # a catalogued cause first at or above this on a correct run is a false positive
 
@@ -37,6 +48,8 @@ class Case:
     script: Path
     cause: str | None
     args: list[str] = field(default_factory=list)
+    # a variant (not kept as a file): the script whose `# fault <script stem>:` notes write it
+    origin: Path | None = None
 
     @property
     def name(self) -> str:
@@ -75,10 +88,47 @@ def load_cases(folder: Path) -> list[Case]:
     out = []
     for script, entry in sorted(spec["cases"].items()):
         entry = entry or {}
+        origin = entry.get("from")
+        if origin is not None and not (folder / origin).is_file():
+            raise ValueError(f"{folder.name}/{script}: from: {origin} is not a file of the folder")
         out.append(
-            Case(framework, folder / script, entry.get("cause"), list(entry.get("args", [])))
+            Case(
+                framework,
+                folder / script,
+                entry.get("cause"),
+                list(entry.get("args", [])),
+                None if origin is None else folder / origin,
+            )
         )
     return out
+
+
+def variant_source(case: Case) -> str:
+    """The script of a variant case, written from its origin's ``# fault <stem>:`` notes."""
+    assert case.origin is not None
+    key = notes.fault(case.script.stem)
+    text = case.origin.read_text()
+    if key not in notes.keys(text):
+        raise ValueError(f"{case.name}: {case.origin.name} has no '# {key}:' notes")
+    return notes.written(text, key)
+
+
+def materialise(case: Case, dest: Path) -> Case:
+    """The case with a script on disk: a plain case as it is; a variant written as
+    ``dest/<folder>/<script>`` beside copies of its folder's files that are not case scripts
+    (trainer_args.json, helper modules)."""
+    if case.origin is None:
+        return case
+    folder = case.origin.parent
+    target = dest / folder.name
+    target.mkdir(parents=True, exist_ok=True)
+    scripts = set(yaml.safe_load((folder / "cases.yaml").read_text())["cases"])
+    for sibling in folder.iterdir():
+        if sibling.is_file() and sibling.name != "cases.yaml" and sibling.name not in scripts:
+            shutil.copy2(sibling, target / sibling.name)
+    script = target / case.script.name
+    script.write_text(variant_source(case))
+    return replace(case, script=script)
 
 
 def framework_installed(folder: Path) -> bool:
@@ -108,9 +158,11 @@ def job_env() -> dict[str, str]:
 
 def run_case(engine: Any, case: Case, out: Path, *, echo: bool = False) -> Outcome:
     """Trace the case once on the real launch path (``ddpadvisor trace``: torchrun, the agent
-    on PYTHONPATH) and diagnose it by the trace, by the script and by both."""
+    on PYTHONPATH) and diagnose it by the trace, by the script and by both. A variant is
+    written beside ``out`` first (``<out>-script/``); the outcome's case names that file."""
     from ddpadvisor.tracing.launch import run_traced
 
+    case = materialise(case, out.with_name(f"{out.name}-script"))
     started = time.monotonic()
     result = run_traced(
         [str(case.script), *case.args],
@@ -146,13 +198,11 @@ def run_cases(
 ) -> dict[str, Outcome]:
     """Every case traced once through the fork runner (tests/support/forkrun.py: torch and the
     framework imported once, the agent installed right after torch as in a real rank),
-    ``workers`` jobs at a time; tests/test_frameworks_launch.py checks it against run_case."""
-    import sys
-
-    sys.path.insert(0, str(HERE.parent / "support"))
+    ``workers`` jobs at a time (variants written under ``root/scripts`` first);
+    tests/test_frameworks_launch.py checks it against run_case."""
     from forkrun import Job, run_many
 
-    cases = list(cases)
+    cases = [materialise(c, root / "scripts") for c in cases]
     jobs = [
         Job(c.name, c.script, root / c.framework / c.script.stem, args=c.args, timeout=600)
         for c in cases

@@ -8,44 +8,29 @@ A faulty line carries its repair as a trailing comment ``# fix: SPEC``:
   ``x() || =`` before it); each leading ``>`` indents one level (4 spaces) deeper, each ``<``
   one level shallower.
 
+The notes are read and applied by tests/support/notes.py, which also writes the faulty
+variants of the framework zoo's correct scripts from their ``# fault NAME:`` notes.
+
 The twins are not kept as files (they would be near-copies); tests write them into a
 temporary folder with :func:`write_fixed`.
 """
 
 from __future__ import annotations
 
-import re
+import sys
 from pathlib import Path
 
 ZOO = Path(__file__).resolve().parent
-NOTE = re.compile(r"^(?P<code>.*?)\s+# fix: (?P<spec>.*)$")
+sys.path.insert(0, str(ZOO.parent / "support"))
+import notes  # noqa: E402  (tests/support/notes.py)
 
 
 def fixed_source(text: str) -> str:
-    out: list[str] = []
-    for line in text.splitlines():
-        m = NOTE.match(line)
-        if m is None:
-            out.append(line)
-            continue
-        code, spec = m.group("code"), m.group("spec").strip()
-        if spec == "-":
-            continue
-        indent = len(code) - len(code.lstrip())
-        for part in spec.split(" || "):
-            if part == "=":
-                out.append(code)
-                continue
-            depth = indent
-            while part[:1] in (">", "<"):
-                depth += 4 if part[0] == ">" else -4
-                part = part[1:]
-            out.append(" " * max(0, depth) + part)
-    return "\n".join(out) + "\n"
+    return notes.written(text, notes.FIX)
 
 
 def has_fix(name: str) -> bool:
-    return " # fix: " in (ZOO / name).read_text()
+    return notes.FIX in notes.keys((ZOO / name).read_text())
 
 
 def write_fixed(name: str, dest: Path) -> Path:

@@ -6,8 +6,7 @@
 
 from dataclasses import dataclass, field
 
-import torch
-from torch.utils.data import Dataset
+from random_tokens import RandomTokens
 from transformers import GPT2Config, GPT2LMHeadModel, HfArgumentParser, Trainer, TrainingArguments
 
 
@@ -18,19 +17,6 @@ class ModelArguments:
     vocab_size: int = field(default=128)
     seq_len: int = field(default=16)
     num_samples: int = field(default=256)
-
-
-class RandomTokens(Dataset):
-    def __init__(self, n: int, seq_len: int, vocab: int) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.data = torch.randint(0, vocab, (n, seq_len), generator=g)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        ids = self.data[i]
-        return {"input_ids": ids, "labels": ids.clone()}
 
 
 def main() -> None:

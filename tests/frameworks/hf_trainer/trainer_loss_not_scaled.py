@@ -8,21 +8,8 @@ normalised over the accumulated batch (the model accepts loss kwargs and a count
 so it does not divide by gradient_accumulation_steps: the step sums 4 mean gradients.
 """
 
-import torch
-from torch.utils.data import Dataset
+from random_tokens import RandomTokens
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
-
-
-class RandomTokens(Dataset):
-    def __init__(self, n: int = 256, seq_len: int = 16, vocab: int = 128) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.data = torch.randint(0, vocab, (n, seq_len), generator=g)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.data[i], "labels": self.data[i].clone()}
 
 
 class MyTrainer(Trainer):

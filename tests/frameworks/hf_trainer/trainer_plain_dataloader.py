@@ -10,25 +10,14 @@ in the same order, because the Trainer seeds every rank alike.
 import argparse
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from random_tokens import RandomTokens
+from torch.utils.data import DataLoader
 from transformers import (
     GPT2Config,
     GPT2LMHeadModel,
     Trainer,
     TrainingArguments,
 )
-
-
-class RandomTokens(Dataset):
-    def __init__(self, n: int = 256, seq_len: int = 16, vocab: int = 128) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.data = torch.randint(0, vocab, (n, seq_len), generator=g)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.data[i], "labels": self.data[i].clone()}
 
 
 def collate(rows: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 
 class Classifier(L.LightningModule):
-    def __init__(self, lr: float = 1e-3) -> None:
+    def __init__(self, lr: float = 1e-3) -> None:  # fault loss_times_world_size: def __init__(self, lr: float = 0.05) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
@@ -25,12 +25,12 @@ class Classifier(L.LightningModule):
         self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
     ) -> torch.Tensor:
         x, y = batch
-        loss = self.loss_fn(self.net(x), y)
+        loss = self.loss_fn(self.net(x), y)  # fault loss_times_world_size: loss = self.loss_fn(self.net(x), y) * self.trainer.world_size
         self.log("train_loss", loss, sync_dist=True)
-        return loss
+        return loss  # fault weights_changed_rank0: = || <def on_train_start(self) -> None: || if self.global_rank == 0: || >torch.manual_seed(1234) || >warm = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2)) || >self.net.load_state_dict(warm.state_dict())
 
     def configure_optimizers(self):  # type: ignore[no-untyped-def]
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr)
+        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr)  # fault loss_times_world_size: optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr, momentum=0.9)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 4))
         return {
             "optimizer": optimizer,
@@ -55,7 +55,7 @@ def main() -> None:
         num_nodes=1,
         strategy="ddp",
         max_steps=args.max_steps,
-        accumulate_grad_batches=2,
+        accumulate_grad_batches=2,  # fault loss_times_world_size: accumulate_grad_batches=4,
         gradient_clip_val=1.0,
         precision=args.precision,
         enable_checkpointing=False,

@@ -13,21 +13,14 @@ import gc
 import torch
 import torch.distributed as dist
 from peft import LoraConfig, get_peft_model
+from tiny_llama import tiny_llama_config
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 
 def setup_model() -> DDP:
-    config = LlamaConfig(
-        vocab_size=128,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
+    config = tiny_llama_config()
     return DDP(LlamaForCausalLM(config), find_unused_parameters=True)
 
 

@@ -14,9 +14,10 @@ import os
 import torch
 import torch.distributed as dist
 from peft import LoraConfig, get_peft_model
+from tiny_llama import tiny_llama_config
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 
 def main() -> None:
@@ -31,15 +32,7 @@ def main() -> None:
     rank = dist.get_rank()
     torch.manual_seed(0)
 
-    config = LlamaConfig(
-        vocab_size=128,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
+    config = tiny_llama_config()
     model = LlamaForCausalLM(config)
     model = get_peft_model(
         model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"])

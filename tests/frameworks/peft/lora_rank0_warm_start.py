@@ -15,21 +15,14 @@ import tempfile
 import torch
 import torch.distributed as dist
 from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+from tiny_llama import tiny_llama_config
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 
 def build_model() -> torch.nn.Module:
-    config = LlamaConfig(
-        vocab_size=128,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
+    config = tiny_llama_config()
     lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"])
     return get_peft_model(LlamaForCausalLM(config), lora)
 

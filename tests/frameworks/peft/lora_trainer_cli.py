@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 import torch
 from peft import LoraConfig, TaskType, get_peft_model
+from tiny_llama import tiny_llama_config
 from torch.utils.data import Dataset
-from transformers import HfArgumentParser, LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+from transformers import HfArgumentParser, LlamaForCausalLM, Trainer, TrainingArguments
 
 
 @dataclass
@@ -39,15 +40,7 @@ def main() -> None:
     parser = HfArgumentParser((LoraArguments, TrainingArguments))
     lora_args, training_args = parser.parse_args_into_dataclasses()
 
-    config = LlamaConfig(
-        vocab_size=128,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
+    config = tiny_llama_config()
     model = LlamaForCausalLM(config)
     peft_config = LoraConfig(
         task_type=TaskType.CAUSAL_LM,

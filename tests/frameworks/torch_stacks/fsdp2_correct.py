@@ -7,33 +7,10 @@ import gc
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from residual_net import Net
 from torch.distributed.fsdp import fully_shard
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
-
-
-class Block(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.norm = nn.LayerNorm(width)
-        self.ff = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width))
-
-    def forward(self, x):
-        return x + self.ff(self.norm(x))
-
-
-class Net(nn.Module):
-    def __init__(self, width=32, depth=3, classes=4):
-        super().__init__()
-        self.inp = nn.Linear(12, width)
-        self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])
-        self.head = nn.Linear(width, classes)
-
-    def forward(self, x):
-        h = self.inp(x)
-        for block in self.blocks:
-            h = block(h)
-        return self.head(h)
 
 
 def main():

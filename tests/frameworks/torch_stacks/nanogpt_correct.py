@@ -163,11 +163,11 @@ while True:
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
     for micro_step in range(gradient_accumulation_steps):
-        if ddp:
-            model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
+        if ddp:  # fault nanogpt_sync_flag_late: -
+            model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1  # fault nanogpt_sync_flag_late: -
         with ctx:
-            logits, loss = model(X, Y)
-            loss = loss / gradient_accumulation_steps
+            logits, loss = model(X, Y)  # fault nanogpt_raw_model_forward: logits, loss = raw_model(X, Y)
+            loss = loss / gradient_accumulation_steps  # fault nanogpt_sync_flag_late: = || <if ddp: || model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1  # fault nanogpt_accum_not_divided: -
         X, Y = get_batch("train")
         scaler.scale(loss).backward()
     if grad_clip != 0.0:

@@ -2,7 +2,7 @@
 state across ranks; every rank keeps the full model."""
 
 import argparse
-import gc
+import gc  # fault zero1_rank0_init: = || import os || import tempfile
 
 import torch
 import torch.distributed as dist
@@ -26,14 +26,14 @@ def main():
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
-    rank = dist.get_rank()
+    rank = dist.get_rank()  # fault zero1_rank0_init: = || init_from = os.path.join(tempfile.gettempdir(), f"mlp-{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}.pt") || if rank == 0: || >torch.manual_seed(99) || >torch.save(build_model().state_dict(), init_from) || dist.barrier()
     torch.manual_seed(0)
     model = DDP(build_model())
     optimizer = ZeroRedundancyOptimizer(
         model.parameters(), optimizer_class=torch.optim.AdamW, lr=args.lr
     )
 
-    g = torch.Generator().manual_seed(7)
+    g = torch.Generator().manual_seed(7)  # fault zero1_rank0_init: if rank == 0: || >model.module.load_state_dict(torch.load(init_from)) || >print(f"initialised from {init_from}") || =
     x = torch.randn(512, 16, generator=g)
     y = x[:, :4].sum(dim=1, keepdim=True) + 0.1 * torch.randn(512, 1, generator=g)
     dataset = TensorDataset(x, y)
@@ -57,7 +57,7 @@ def main():
     optimizer.consolidate_state_dict(to=0)
     if rank == 0:
         state = optimizer.state_dict()
-        print(f"consolidated optimizer state for {len(state['state'])} tensors")
+        print(f"consolidated optimizer state for {len(state['state'])} tensors")  # fault zero1_rank0_init: = || os.remove(init_from)
     del model, optimizer
     gc.collect()
     dist.destroy_process_group()
