@@ -10,6 +10,7 @@ Nothing here imports torch or the scanned code.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,6 +90,34 @@ def _assumed_wrap(code: str) -> str | None:
     return next((n for n in WRAPPED_NAMES if n in used and n not in assigned), None)
 
 
+MICRO_STEP = re.compile(r"micro|accum", re.I)
+
+
+def _assumed_step(code: str) -> bool:
+    """An excerpt that ends after its micro-step loop (``for micro_step in
+    range(grad_accum_steps): ... backward()``) without the optimizer step: the step follows."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    names = {
+        n.func.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    }
+    if "step" in names or "backward" not in names:
+        return False
+    for loop in tree.body:
+        if not isinstance(loop, ast.For) or not isinstance(loop.iter, ast.Call):
+            continue
+        if getattr(loop.iter.func, "id", "") != "range":
+            continue
+        said = [ast.unparse(loop.target), *(ast.unparse(a) for a in loop.iter.args)]
+        if any(MICRO_STEP.search(x) for x in said):
+            return True
+    return False
+
+
 def scan_excerpt(code: str, label: str = "excerpt", *, strict: bool = False) -> ScanResult:
     """Scan a piece of a script (code pasted into a forum post), keeping only the findings an
     excerpt can show (:data:`ddpadvisor.scan.rules.EXCERPT_CANNOT_SHOW`): a value decided by
@@ -99,6 +128,10 @@ def scan_excerpt(code: str, label: str = "excerpt", *, strict: bool = False) -> 
 
     wrap = _assumed_wrap(code)
     shift = 0
+    last = code.count("\n") + 1  # lines past this one were added, not pasted
+    if _assumed_step(code):
+        code = f"{code.rstrip()}\noptimizer.step()\n"
+        last = code.count("\n") - 1
     if wrap is not None:
         code = f"{wrap} = DistributedDataParallel({wrap})\n{code}"
         shift = 1
@@ -112,8 +145,8 @@ def scan_excerpt(code: str, label: str = "excerpt", *, strict: bool = False) -> 
         if f.value in hidden and EXCERPT_SHOWN_WITH.get(f.fact) not in shown:
             continue
         where, _, line = f.where.rpartition(":")
-        if not line.isdigit() or int(line) <= shift:
-            continue  # found at the assumed wrap, not in the user's code
+        if not line.isdigit() or not shift < int(line) <= shift + last:
+            continue  # found at the assumed wrap or step, not in the user's code
         kept.append(Finding(f.fact, f.value, f"{where}:{int(line) - shift}", f.detail))
     result.findings = kept
     return result
