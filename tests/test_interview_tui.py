@@ -166,3 +166,39 @@ def test_a_saved_session_keeps_declined_and_verified(tmp_path: Path) -> None:
     assert "loss_pattern" in again.declined
     assert again.verified == {"shard-with-sampler": "failed"}
     assert again.current.model_dump() == session.current.model_dump()
+
+
+def test_pasted_code_is_scanned_in_the_describe_screen() -> None:
+    from ddpadvisor.service import load_engine
+
+    app = create_app(
+        session=Session(load_engine()),
+        probe_runner=probe_runner(),
+        trace_runner=probe_runner(),
+        show_start=True,
+    )
+    text = (
+        "Loss oscillates on 2 GPUs.\n```\nmodel = DDP(model)\nfor x, y in loader:\n"
+        "    loss = crit(model.module(x), y)\n    loss.backward()\n```"
+    )
+
+    async def go() -> None:
+        async with app.run_test(size=WIDE) as pilot:
+            await pilot.pause()
+            await pilot.press("1")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, DescribeScreen)
+            screen.query_one("#describe-text", TextArea).text = text
+            await pilot.press("ctrl+r")
+            await pilot.pause()
+            by_fact = {f.fact: f for f in screen.findings}
+            bypass = by_fact["forward_bypasses_ddp"]
+            assert (bypass.value, bypass.origin) == (True, "code")
+            assert bypass.phrase == "loss = crit(model.module(x), y)"
+            assert by_fact["loss_pattern"].origin == "text"
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            assert app.session.answers["forward_bypasses_ddp"].value is True
+
+    asyncio.run(go())
