@@ -86,6 +86,12 @@ def test_no_speed_up_is_its_own_symptom(engine: Engine, text: str) -> None:
     assert not set(found) & {"uses_distributed_sampler", "epoch_steps_unchanged"}
 
 
+@pytest.mark.parametrize("text", ["多卡和单卡一样的 loss 曲线", "The loss scale settled at 1024."])
+def test_a_same_curve_or_a_settled_scale_is_no_symptom(engine: Engine, text: str) -> None:
+    found = {f.fact for f in extract(engine.kb, text)}
+    assert not found & {"no_speedup_with_more_gpus", "loss_scale_overflow_persists"}
+
+
 @pytest.mark.parametrize(
     ("text", "value"),
     [
