@@ -53,6 +53,78 @@ def test_reduced_loss_is_not_read_as_rank0_only(engine: Engine) -> None:
     assert "logs_rank0_only" not in {f.fact for f in extract(engine.kb, text)}
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "With four GPUs an epoch has as many steps as on one GPU.",
+        "The number of iterations per epoch did not go down with 8 GPUs.",
+        "每个 epoch 的步数没有减少",
+        "epoch 的迭代次数和单卡一样",
+    ],
+)
+def test_an_unchanged_step_count_is_the_symptom_not_the_code_fact(
+    engine: Engine, text: str
+) -> None:
+    # a per-GPU batch divided by N, or an iteration-based loop, keeps the count with a sampler
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    assert found.get("epoch_steps_unchanged") is True
+    assert "uses_distributed_sampler" not in found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Training on three GPUs is no faster than on one GPU.",
+        "多卡训练和单卡一样慢",
+        "单卡和多卡的训练时间差不多",
+    ],
+)
+def test_no_speed_up_is_its_own_symptom(engine: Engine, text: str) -> None:
+    # a slower step (interconnect, data loading) leaves the epoch as long with fewer steps
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    assert found.get("no_speedup_with_more_gpus") is True
+    assert not set(found) & {"uses_distributed_sampler", "epoch_steps_unchanged"}
+
+
+@pytest.mark.parametrize("text", ["多卡和单卡一样的 loss 曲线", "The loss scale settled at 1024."])
+def test_a_same_curve_or_a_settled_scale_is_no_symptom(engine: Engine, text: str) -> None:
+    found = {f.fact for f in extract(engine.kb, text)}
+    assert not found & {"no_speedup_with_more_gpus", "loss_scale_overflow_persists"}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The loader is built without a DistributedSampler.", False),
+        ("训练代码里没有用 DistributedSampler", False),
+        ("sampler = DistributedSampler(dataset)", True),
+    ],
+)
+def test_the_code_phrasings_still_set_the_sampler_fact(
+    engine: Engine, text: str, value: bool
+) -> None:
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    assert found.get("uses_distributed_sampler") is value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The loss scale keeps halving and the overflows keep coming.", True),
+        ("DeepSpeed logs OVERFLOW! and the loss scale is already at minimum.", True),
+        ("训练中 loss scale 一直减半，一直溢出", True),
+        ("A few overflow messages only at the start, then they stopped.", False),
+        ("只在刚开始几步有溢出提示", False),
+    ],
+)
+def test_overflows_that_persist_are_told_from_a_calibration_burst(
+    engine: Engine, text: str, value: bool
+) -> None:
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    assert found.get("loss_scale_overflow_persists") is value
+    assert found.get("loss_scale_overflow_logged") is True
+
+
 def test_nothing_found_in_unrelated_text(engine: Engine) -> None:
     assert extract(engine.kb, "The weather is nice today. 今天天气不错。") == []
 
