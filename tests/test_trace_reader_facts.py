@@ -141,3 +141,33 @@ def test_json_trace_also_scans_the_traced_script_and_says_so(tmp_path, kb):  # t
     got = gather(kb, Sources(traces=[folder]))
     assert {o.source for o in got.observations} == {"trace"}
     assert any("the traced script was not scanned" in w for w in got.warnings)
+
+
+def _scaled_run(skips: set[int], steps: int = 10) -> list[dict[str, Any]]:
+    """A GradScaler job: each skipped step halves the scale, from 2**16."""
+    out: list[dict[str, Any]] = [_start(0), _wrap()]
+    scale = 65536.0
+    for s in range(steps):
+        rec = _step(s, [[1.0, 2.0]])
+        if s in skips:
+            scale /= 2
+            rec["finf"] = 1.0
+        rec["scale"] = [scale]
+        out.append(rec)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("skips", "counted"),
+    [
+        ({0, 1, 2, 3}, 0),  # the scale settling at the start: healthy
+        ({0, 1, 2, 6}, 1),  # settled, then one overflow later on
+        (set(range(10)), 10),  # never a clean step: not calibration
+        ({2, 3}, 2),  # not at the start
+    ],
+)
+def test_the_loss_scale_settling_at_the_start_is_not_counted(tmp_path, kb, skips, counted):  # type: ignore[no-untyped-def]
+    run = _scaled_run(skips)
+    other = [{**r, "rank": 1} if r["k"] == "start" else r for r in run]
+    facts = _facts(kb, _write(tmp_path / "t", {0: run, 1: other}))
+    assert facts["nonfinite_grad_steps"].value == counted

@@ -82,24 +82,37 @@ class ClippingReader(Context):
 
     def scaler(self) -> None:
         worst = (0, self.r0.rank, None)
+        settling = 0
         for t in self.ranks:
             bad = []
-            for r in t.steps.values():
+            for r in (t.steps[s] for s in sorted(t.steps)):
                 norms = [r.get("pre"), r.get("post")]
                 nonfinite = any(isinstance(n, (int, float)) and not math.isfinite(n) for n in norms)
                 if nonfinite or (isinstance(r.get("finf"), (int, float)) and r["finf"] > 0):
-                    bad.append(r["s"])
+                    bad.append(r)
+            start = _scale_settling(t, bad)
+            settling = max(settling, start)
+            bad = bad[start:]
             if len(bad) > worst[0]:
-                worst = (len(bad), t.rank, bad[0])
+                worst = (len(bad), t.rank, bad[0]["s"])
         if self.common_steps:
             count, rank, first = worst
+            settled = (
+                f"; {settling} skipped step(s) at the start while the loss scale settled are not "
+                "counted"
+                if settling
+                else ""
+            )
             self.add(
                 "nonfinite_grad_steps",
                 count,
                 where=f"rank {rank} step {first}" if count else None,
-                detail=f"{count} optimizer step(s) had inf/NaN gradients (first: step {first})"
-                if count
-                else None,
+                detail=(
+                    f"{count} optimizer step(s) had inf/NaN gradients (first: step {first})"
+                    if count
+                    else "no optimizer step had inf/NaN gradients"
+                )
+                + settled,
             )
         if len(self.ranks) < 2:
             return
@@ -117,3 +130,32 @@ class ClippingReader(Context):
             ),
             describe=scaler_shown,
         )
+
+
+# A dynamic loss scaler starts high on purpose (GradScaler: init_scale 2**16) and halves the
+# scale on each overflow, skipping that step, until the scale fits: a run of skips at the very
+# start is how a healthy fp16 job begins (torch/amp/grad_scaler.py). Halving 2**16 this many
+# times reaches 1; a longer run is not calibration.
+SETTLING_SKIPS = 16
+
+
+def _scale_settling(t: Any, bad: list[dict[str, Any]]) -> int:
+    """How many of ``bad`` (in step order) are the scaler settling at the start of the run:
+    the leading skipped steps with a recorded, falling loss scale, ended by a clean step."""
+    order = sorted(t.steps)
+    n = 0
+    previous: float | None = None
+    for s, rec in zip(order, bad):
+        scale = _scale_value(rec.get("scale"))
+        if rec["s"] != s or scale is None or (previous is not None and scale >= previous):
+            break
+        previous = scale
+        n += 1
+    if n == 0 or n > SETTLING_SKIPS or n >= len(order):
+        return 0  # no scaler, too long to be calibration, or it never trained a clean step
+    return n
+
+
+def _scale_value(raw: Any) -> float | None:
+    value = raw[0] if isinstance(raw, list) and raw else raw
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
