@@ -141,9 +141,27 @@ def test_intake_facts_are_confirmed_corrected_or_rejected() -> None:
         return [SimpleNamespace(fact=f, value=v, phrase=text) for f, v in said.items()]
 
     result = bench.replay(engine, _case(), 0, extract)
-    assert result.intake_counts == {"confirmed": 1, "corrected": 1, "rejected": 1}
+    assert result.intake_counts == {"confirmed": 1, "corrected": 1, "rejected": 1, "from code": 0}
     assert "world_size=2 (corrected)" in result.intake_facts
     assert result.unrecorded == ["uses_lora"]  # rejected and never reviewed: flagged
+
+
+def test_facts_read_from_pasted_code_stand_without_a_recorded_answer() -> None:
+    engine = load_engine()
+
+    def extract(kb, text):  # type: ignore[no-untyped-def]
+        assert "```python" in text  # the case's code is pasted with its intake
+        return [
+            SimpleNamespace(fact="uses_lora", value=True, phrase="x", origin="code"),
+            SimpleNamespace(fact="world_size", value=2, phrase="x", origin="code"),
+        ]
+
+    result = bench.replay(engine, _case(code="model = DDP(model)\n"), 0, extract)
+    # recorded world_size=4 corrects the code's reading; uses_lora, unrecorded, is taken as read
+    assert result.intake_counts == {"confirmed": 0, "corrected": 1, "rejected": 0, "from code": 1}
+    assert "uses_lora=True (from code)" in result.intake_facts
+    plain = bench.replay(engine, _case(), 0, lambda kb, text: [])
+    assert plain.intake_facts == []
 
 
 class _StepEngine:
