@@ -1,5 +1,7 @@
 """A minimal accelerate loop, for ``accelerate launch --multi_gpu --num_processes 2`` on CPU."""
 
+import gc
+
 import torch
 from accelerate import Accelerator
 
@@ -13,3 +15,9 @@ for _ in range(3):
     loss = model(torch.randn(8, 4)).pow(2).mean()
     accelerator.backward(loss)
     optimizer.step()
+
+# torch 2.13 + gloo can abort at exit while a DDP model is still alive: free it first.
+del model, optimizer
+gc.collect()
+accelerator.wait_for_everyone()
+torch.distributed.destroy_process_group()
