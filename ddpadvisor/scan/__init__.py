@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ddpadvisor.scan.rules.base import Finding
+
+if TYPE_CHECKING:
+    from ddpadvisor.scan.source import SourceSet
 
 __all__ = ["Finding", "ScanResult", "scan_file"]
 
@@ -46,6 +50,11 @@ def _consolidate(findings: list[Finding]) -> list[Finding]:
     return out
 
 
+# Conditional bindings read the other way, one walk each (see Statements._join); the first
+# ones met are checked, which keeps a script with many switches at a few walks.
+MAX_SITES = 6
+
+
 def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
     """Scan one script. Raises :class:`ddpadvisor.errors.InputError` for unreadable input."""
     from ddpadvisor.scan.interp import Walker
@@ -53,7 +62,50 @@ def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
     from ddpadvisor.scan.source import load
 
     sources = load(Path(path))
-    walk = Walker(sources).run()
+    walker = Walker(sources)
+    walk = walker.run()
     rules = run_rules(walk, strict=strict)
+    findings = _consolidate(rules.findings)
     warnings = list(dict.fromkeys([*walk.warnings, *rules.warnings]))
-    return ScanResult(_consolidate(rules.findings), warnings, rules.a.framework)
+    findings, contested = _contested(findings, walker.sites, sources, strict)
+    warnings.extend(w for w in contested if w not in warnings)
+    return ScanResult(findings, warnings, rules.a.framework)
+
+
+def _contested(
+    findings: list[Finding], sites: list[tuple[str, int, str]], sources: SourceSet, strict: bool
+) -> tuple[list[Finding], list[str]]:
+    """Drop the facts that another reading of a conditional binding decides differently.
+
+    ``if cond: loader_fn = other_loader`` with ``cond`` undecided: the script may run either
+    function. Each such binding is walked once the other way; a fact both readings decide
+    alike stays, a fact they decide differently is left undecided with a warning, and a fact
+    only the main reading decides stays (the other reading saw less, not something else)."""
+    from ddpadvisor.scan.interp import Walker
+    from ddpadvisor.scan.rules import run_rules
+
+    final = {f.fact: f.value for f in findings}
+    dropped: dict[str, str] = {}
+    for site in sites[:MAX_SITES]:
+        walk = Walker(sources, flip=frozenset({site})).run()
+        other = {f.fact: f.value for f in run_rules(walk, strict=strict).findings}
+        label, line, name = site
+        for fact, value in final.items():
+            if fact in other and other[fact] != value and fact not in dropped:
+                dropped[fact] = (
+                    f"{label}:{line}: {fact} depends on which side of this if binds {name} "
+                    f"({_shown(value)} one way, {_shown(other[fact])} the other); left undecided"
+                )
+    notes = list(dropped.values())
+    if len(sites) > MAX_SITES:
+        label, line, name = sites[MAX_SITES]
+        notes.append(
+            f"{label}:{line}: {len(sites) - MAX_SITES} more conditional bindings (from {name} "
+            "on) were not read the other way; facts they decide may hold one way only"
+        )
+    kept = [f for f in findings if f.fact not in dropped]
+    return kept, notes
+
+
+def _shown(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -29,8 +29,17 @@ from ddpadvisor.scan.values import UNKNOWN, Obj, Val
 
 
 class WalkerCore:
-    def __init__(self, sources: SourceSet, budget: int = DEFAULT_BUDGET) -> None:
+    def __init__(
+        self,
+        sources: SourceSet,
+        budget: int = DEFAULT_BUDGET,
+        flip: frozenset[tuple[str, int, str]] = frozenset(),
+    ) -> None:
         self.sources = sources
+        # Conditional bindings with two readable values (file, line of the if, name), in the
+        # order met, and the ones this walk reads the other way (see Statements._join).
+        self.sites: list[tuple[str, int, str]] = []
+        self.flip = flip
         self.events: list[Event] = []
         self.objects: dict[int, Obj] = {}
         self.scopes: dict[str, ModuleScope] = {}

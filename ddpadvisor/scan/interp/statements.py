@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from ddpadvisor.scan import apis, library
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import CondCtx, Ctx, Event, FuncCtx, LoopCtx, WithCtx
 from ddpadvisor.scan.interp.core import WalkerCore
@@ -150,19 +151,78 @@ class Statements(WalkerCore):
         taint = self._test_taint(stmt.test, frame) | test_val.taint
         expanded = self.expand(stmt.test, frame)
         body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const)
-        before = dict(frame.locals)
+        before, before_exprs = dict(frame.locals), dict(frame.exprs)
         self.walk_block(stmt.body, frame, (*ctx, body))
+        body_ends = _ends_branch(stmt.body)
+        after_body, body_exprs = dict(frame.locals), dict(frame.exprs)
+        after_else, else_ends = before, False
         if stmt.orelse:
-            after_body = dict(frame.locals)
+            # The else branch starts from what held before the if, not from the body's end.
+            _restore(frame, before, before_exprs)
             orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const)
             self.walk_block(stmt.orelse, frame, (*ctx, orelse))
-            # if/else are alternatives: a name both branches bind holds either value.
-            for name, val in after_body.items():
-                now = frame.locals.get(name)
-                if now is None or now is val or before.get(name) is val:
-                    continue
-                frame.locals[name] = union([val, now])
-                frame.exprs.pop(name, None)
+            after_else, else_ends = dict(frame.locals), _ends_branch(stmt.orelse)
+        if body_ends or else_ends:
+            # Only one way (or none) reaches the code after the if: its bindings hold.
+            if body_ends and not stmt.orelse:
+                _restore(frame, before, before_exprs)
+            elif else_ends and not body_ends:
+                _restore(frame, after_body, body_exprs)
+            return
+        if not stmt.orelse:
+            # frame holds the body's bindings; the path that skips the body keeps ``before``.
+            after_else = before
+        rank_switch = bool(taint & {V.RANK, V.WORLD})
+        for name in dict.fromkeys([*after_body, *after_else]):
+            yes, no = after_body.get(name), after_else.get(name)
+            if yes is None or no is None or yes is no:
+                if name not in frame.locals:
+                    frame.locals[name] = yes if yes is not None else no  # type: ignore[assignment]
+                continue
+            frame.locals[name] = self._join(
+                stmt, label, name, yes, no, bool(stmt.orelse), rank_switch
+            )
+            frame.exprs.pop(name, None)
+
+    def _join(
+        self,
+        stmt: ast.If,
+        label: str,
+        name: str,
+        yes: Val,
+        no: Val,
+        has_else: bool,
+        rank_switch: bool,
+    ) -> Val:
+        """What ``name`` holds after an undecided ``if`` that binds it on one or both sides.
+
+        The walk follows one reading: the body's value (for ``if``/``else``, the union of
+        both, body first), as the code after the ``if`` is usually written for it. Two rules
+        keep that reading honest:
+
+        - an alternative the scan cannot read (a name imported from code it does not have,
+          e.g. ``get_dataloaders = mocked_dataloaders`` under a test-only switch) adds no
+          reading: it could do anything, so it neither confirms nor contradicts what the
+          readable definition decides, and the readable one is followed;
+        - two readable alternatives that differ (another function, object or constant) make
+          the binding a *site*: :func:`ddpadvisor.scan.scan_file` walks the script again with
+          the other one, and a fact the two walks decide differently is left undecided. Tests
+          on the rank or world size are not sites: both sides run in the same job, on
+          different ranks, and the rules read those branches themselves.
+        """
+        if _opaque(yes) and not _opaque(no):
+            return no
+        if _opaque(no) and not _opaque(yes):
+            return yes
+        primary = union([yes, no]) if has_else else yes
+        if rank_switch or _same_reading(yes, no):
+            return primary
+        site = (label, stmt.lineno, name)
+        if site not in self.sites:
+            self.sites.append(site)
+        if site in self.flip:
+            return no
+        return primary
 
     def _test_taint(self, test: ast.expr, frame: Frame) -> frozenset[str]:
         """Rank-dependence of an if-test, including helpers named like ``is_main_process()``."""
@@ -626,6 +686,43 @@ class Statements(WalkerCore):
             named = {p.arg for p in [*params, *a.kwonlyargs]}
             rest = tuple((k, v) for k, v in kwargs.items() if k not in named)
             frame.locals[a.kwarg.arg] = Val(mapping=rest)
+
+
+def _ends_branch(stmts: list[ast.stmt]) -> bool:
+    """A branch whose bindings never reach the code after its ``if`` (it returns, raises,
+    breaks or continues on every path the scan reads)."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+        return True
+    if isinstance(last, ast.If) and last.orelse:
+        return _ends_branch(last.body) and _ends_branch(last.orelse)
+    return False
+
+
+def _restore(frame: Frame, names: dict[str, Val], exprs: dict[str, ast.expr]) -> None:
+    """Put a frame's bindings back in place (the module frame shares its dict with the scope)."""
+    frame.locals.clear()
+    frame.locals.update(names)
+    frame.exprs.clear()
+    frame.exprs.update(exprs)
+
+
+def _opaque(val: Val) -> bool:
+    """A name the scan has no code or library entry for: calling it could do anything."""
+    if val.kind != "symbol" or not val.canon:
+        return False
+    return not library.table.lookup(val.canon, apis.last(val.canon))
+
+
+def _same_reading(a: Val, b: Val) -> bool:
+    """The same object, function or constant (taint aside): no second reading to check."""
+    if a.kind != b.kind or a.ref != b.ref or a.canon != b.canon:
+        return False
+    if a.known or b.known:
+        return a.known and b.known and a.const == b.const
+    return a.const is b.const and a.items == b.items
 
 
 def _is_config_exec(stmt: ast.stmt) -> bool:
