@@ -141,3 +141,61 @@ def test_json_trace_also_scans_the_traced_script_and_says_so(tmp_path, kb):  # t
     got = gather(kb, Sources(traces=[folder]))
     assert {o.source for o in got.observations} == {"trace"}
     assert any("the traced script was not scanned" in w for w in got.warnings)
+
+
+def _clip_trace(stepped: list[float], reduced: float, scaler: bool = False) -> dict[int, Any]:
+    """Two ranks, no clip call recorded; checks fingerprint gradients whose squared norms
+    sum to ``stepped[i]**2`` against DDP's all-reduced norm ``reduced`` at each step."""
+    ranks: dict[int, Any] = {}
+    for r in (0, 1):
+        recs: list[dict[str, Any]] = [_start(r), _wrap()]
+        if scaler:
+            recs.append({"k": "cfg", "scaler": True})
+        for s, norm in enumerate(stepped, start=1):
+            recs.append({**_step(s, [[float(s), 0.0]]), "pre": reduced * 1.3, "post": reduced})
+            half = norm * norm / 2
+            recs.append(
+                {
+                    "k": "chk",
+                    "s": s,
+                    "params": [[1.0, 1.0]],
+                    "params_names": ["w"],
+                    "grads": [[0.1, half], [0.2, half]],
+                    "grads_names": ["w", "b"],
+                }
+            )
+        recs.append({"k": "end", "s": len(stepped)})
+        ranks[r] = recs
+    return ranks
+
+
+def _clip_notes(kb: Any, folder: Path) -> list[str]:
+    return [w for w in read_trace(kb, folder).warnings if "uses_grad_clipping" in w]
+
+
+def test_no_clip_call_and_untouched_gradients_measure_no_clipping(tmp_path, kb):  # type: ignore[no-untyped-def]
+    folder = _write(tmp_path / "t", _clip_trace([3.0, 3.0], 3.0))
+    f = _facts(kb, folder)
+    assert f["uses_grad_clipping"].value is False
+    assert "2 checked step" in (f["uses_grad_clipping"].detail or "")
+    assert not _clip_notes(kb, folder)
+
+
+def test_gradients_rescaled_without_a_clip_call_leave_clipping_unknown(tmp_path, kb):  # type: ignore[no-untyped-def]
+    # A hand-written clip (p.grad.mul_, torch._foreach_mul_) calls nothing the agent patches:
+    # the stepped gradients are smaller than the all-reduce left them at step 2.
+    folder = _write(tmp_path / "t", _clip_trace([3.0, 1.0], 3.0))
+    assert "uses_grad_clipping" not in _facts(kb, folder)
+    notes = _clip_notes(kb, folder)
+    assert notes and "step 2" in notes[0] and "rescaled" in notes[0]
+
+
+def test_no_comparable_gradients_leave_clipping_unknown(tmp_path, kb):  # type: ignore[no-untyped-def]
+    ranks = {r: [_start(r), _wrap(), _step(1, [[1.0, 0.0]]), {"k": "end", "s": 1}] for r in (0, 1)}
+    folder = _write(tmp_path / "t", ranks)
+    assert "uses_grad_clipping" not in _facts(kb, folder)
+    assert _clip_notes(kb, folder)
+    # A GradScaler unscales the gradients before the step: their norm is not comparable.
+    folder = _write(tmp_path / "t2", _clip_trace([3.0], 3.0, scaler=True))
+    assert "uses_grad_clipping" not in _facts(kb, folder)
+    assert "GradScaler" in _clip_notes(kb, folder)[0]
