@@ -34,12 +34,17 @@ def test_opaque_alternative_leaves_no_note() -> None:
     assert not [w for w in result.warnings if "depends on which side" in w]
 
 
-def test_sites_past_the_cap_are_reported(tmp_path: Path) -> None:
-    n = MAX_SITES + 2
+def _switches(n: int) -> list[str]:
     lines = ["import os", "import torch", "from torch.nn.parallel import DistributedDataParallel"]
     for i in range(n):
         lines += [f"lr{i} = 0.1", f"if os.environ.get('SWITCH{i}'):", f"    lr{i} = 0.2"]
-    lines += [
+    return lines
+
+
+def test_sites_past_the_cap_are_reported(tmp_path: Path) -> None:
+    n = MAX_SITES + 2
+    lines = [
+        *_switches(n),
         "torch.distributed.init_process_group('gloo')",
         "model = DistributedDataParallel(torch.nn.Linear(4, 1))",
         "opt = torch.optim.SGD(model.parameters(), lr=lr0)",
@@ -49,3 +54,16 @@ def test_sites_past_the_cap_are_reported(tmp_path: Path) -> None:
     result = scan_file(script, strict=True)
     notes = [w for w in result.warnings if "more conditional bindings" in w]
     assert notes and f"{n - MAX_SITES} more" in notes[0], result.warnings
+
+
+def test_a_switched_function_is_read_before_switched_constants(tmp_path: Path) -> None:
+    # The loader switch comes after more constant switches than the cap: it is still read.
+    fixture = (FIXTURES / "data" / "rebound_loader_differs.py").read_text(encoding="utf-8")
+    script = tmp_path / "switches_then_loader.py"
+    script.write_text("\n".join(_switches(MAX_SITES + 2)) + "\n" + fixture, encoding="utf-8")
+    (tmp_path / "_toy.py").write_text(
+        (FIXTURES / "_toy.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    result = scan_file(script, strict=True)
+    assert result.value("uses_distributed_sampler") is None
+    assert [w for w in result.warnings if "binds get_loader" in w], result.warnings

@@ -50,9 +50,10 @@ def _consolidate(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-# Conditional bindings read the other way, one walk each (see Statements._join); the first
-# ones met are checked, which keeps a script with many switches at a few walks.
-MAX_SITES = 6
+# Conditional bindings read the other way, one walk each (see Statements._join): those that
+# bind another function, class or object first, then constants, in the order met. A walk
+# costs about as much as the first scan; the cap keeps a script with many switches fast.
+MAX_SITES = 8
 
 
 def scan_file(path: Path, *, strict: bool = False) -> ScanResult:

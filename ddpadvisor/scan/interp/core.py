@@ -38,7 +38,9 @@ class WalkerCore:
         self.sources = sources
         # Conditional bindings with two readable values (file, line of the if, name), in the
         # order met, and the ones this walk reads the other way (see Statements._join).
+        # Sites that bind another function, class or object come first.
         self.sites: list[tuple[str, int, str]] = []
+        self.code_sites: set[tuple[str, int, str]] = set()
         self.flip = flip
         self.events: list[Event] = []
         self.objects: dict[int, Obj] = {}

@@ -219,7 +219,13 @@ class Statements(WalkerCore):
             return primary
         site = (label, stmt.lineno, name)
         if site not in self.sites:
-            self.sites.append(site)
+            # Another function, class or object changes which code runs: those sites come
+            # first (after the ones met before), constants after them.
+            if any(v.ref is not None or v.kind in _CODE_KINDS for v in (yes, no)):
+                self.sites.insert(len(self.code_sites), site)
+                self.code_sites.add(site)
+            else:
+                self.sites.append(site)
         if site in self.flip:
             return no
         return primary
@@ -688,13 +694,17 @@ class Statements(WalkerCore):
             frame.locals[a.kwarg.arg] = Val(mapping=rest)
 
 
+_CODE_KINDS = (V.FUNCTION, V.LAMBDA, "class", "method")
+
+
 def _ends_branch(stmts: list[ast.stmt]) -> bool:
-    """A branch whose bindings never reach the code after its ``if`` (it returns, raises,
-    breaks or continues on every path the scan reads)."""
+    """A branch whose bindings never reach the code after its ``if`` (it returns, raises or
+    continues on every path the scan reads). ``break`` is not one: what it binds reaches the
+    code after the loop."""
     if not stmts:
         return False
     last = stmts[-1]
-    if isinstance(last, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+    if isinstance(last, (ast.Return, ast.Raise, ast.Continue)):
         return True
     if isinstance(last, ast.If) and last.orelse:
         return _ends_branch(last.body) and _ends_branch(last.orelse)
