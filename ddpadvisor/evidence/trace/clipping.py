@@ -94,11 +94,12 @@ class ClippingReader(Context):
         At a checked step the agent also fingerprints the gradients the optimizer stepped on;
         when their norm is the norm DDP's all-reduce produced, nothing rescaled them between
         backward and the step. ``false`` needs that at every such step (and at least one);
-        otherwise the fact is left unknown with a note saying why. Blind spot: a clip by
-        other means whose threshold no checked step reached acted on nothing the agent
-        fingerprinted, and reads as false. Runs without DDP's all-reduce, or with a
-        GradScaler (the stepped gradients are unscaled), have no norm to compare with and
-        stay unknown."""
+        otherwise the fact is left unknown with a note saying why. With a GradScaler the
+        comparison uses the loss scale of the step (steps whose scale just changed are not
+        compared). Blind spot: a clip by other means whose threshold no checked step reached
+        acted on nothing the agent fingerprinted, and reads as false. Runs without DDP's
+        all-reduce (FSDP, a forward around the wrapper, every backward under no_sync) have
+        no norm to compare with and stay unknown."""
         why, proven = self._grads_untouched()
         if proven:
             self.add(
@@ -119,45 +120,42 @@ class ClippingReader(Context):
         all-reduced norm)."""
         if not self.ddp:
             return "no DDP all-reduce was observed to compare the stepped gradients with", 0
-        if any(r.get("scaler") for r in self._cfg()):
-            return "with a GradScaler the stepped gradients are unscaled by a factor", 0
         if any(len(t.kind("wrap")) > 1 for t in self.ranks):
             return "several DDP models: one all-reduced norm does not cover them all", 0
+        scaled = any(r.get("scaler") for r in self._cfg())
         proven: set[int] = set()
         for t in self.ranks:
             for s, chk in sorted(t.checks.items()):
                 rec = t.steps.get(max(s, 1))  # the check before the first step sees step 1's
-                reduced = rec.get("post") if rec is not None else None
-                rows = chk.get("grads")
-                if (
-                    rec is None
-                    or rec.get("skip")
-                    or not self._last_synced(rec)
-                    or not isinstance(reduced, (int, float))
-                    or not math.isfinite(reduced)
-                    or reduced <= 0
-                    or not isinstance(rows, list)
-                    or not rows
-                    or chk.get("unreduced")
-                    or chk.get("sharded")
-                ):
+                if rec is None or rec.get("skip") or not self._last_synced(rec):
                     continue
-                squares = [row[1] for row in rows if isinstance(row, list) and len(row) == 2]
-                if len(squares) != len(rows) or not all(
-                    isinstance(v, (int, float)) and math.isfinite(v) for v in squares
-                ):
+                reduced = _positive(rec.get("post"))
+                stepped = _stepped_norm(chk)
+                # GradScaler: DDP reduced scaled gradients, the optimizer stepped on unscaled
+                # ones. The scale recorded is the one after update(): the one used unless it
+                # just changed (an inf, or a growth: the tracker restarts at 0).
+                factor: float | None = 1.0
+                if scaled:
+                    factor = _positive(_scalar(rec.get("scale")))
+                    if _scalar(rec.get("finf")) != 0 or _scalar(rec.get("growth")) in (None, 0):
+                        factor = None
+                if reduced is None or stepped is None or factor is None:
                     continue
-                stepped = math.sqrt(sum(squares))
-                if abs(stepped - reduced) > NORM_RTOL * reduced:
+                if abs(stepped * factor - reduced) > NORM_RTOL * reduced:
                     return (
                         f"at rank {t.rank} step {rec['s']} the gradients the optimizer stepped "
-                        f"on had norm {_fmt(stepped)}, not the all-reduced {_fmt(reduced)}: "
-                        "something rescaled them after backward",
+                        f"on had norm {_fmt(stepped * factor)}"
+                        + (" (times the loss scale)" if scaled else "")
+                        + f", not the all-reduced {_fmt(reduced)}: something rescaled them "
+                        "after backward",
                         0,
                     )
                 proven.add(int(rec["s"]))
         if not proven:
-            return "no checked step had both the all-reduced and the stepped gradient norms", 0
+            why = "no checked step had both the all-reduced and the stepped gradient norms"
+            if scaled:
+                why += " (with a GradScaler, at a step whose loss scale is known)"
+            return why, 0
         return "", len(proven)
 
     def scaler(self) -> None:
@@ -197,3 +195,45 @@ class ClippingReader(Context):
             ),
             describe=scaler_shown,
         )
+
+
+def _scalar(value: Any) -> float | None:
+    """A number the agent copied as is or as a one-element list (GradScaler state)."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _positive(value: Any) -> float | None:
+    v = _scalar(value)
+    return v if v is not None and math.isfinite(v) and v > 0 else None
+
+
+def _stepped_norm(chk: dict[str, Any]) -> float | None:
+    """The norm of the gradients a check fingerprinted, over DDP's reduced parameters only
+    (a parameter added after wrapping is in no bucket); None when it cannot be read."""
+    rows, names = chk.get("grads"), chk.get("grads_names")
+    if not isinstance(rows, list) or not rows or chk.get("sharded"):
+        return None
+    unreduced = chk.get("unreduced") or []
+    if len(unreduced) != int(chk.get("n_unreduced") or len(unreduced)):
+        return None  # the list of parameters outside the buckets was cut short
+    named: list[Any] = names if isinstance(names, list) else []
+    if unreduced and len(named) != len(rows):
+        return None
+    skip = set(unreduced)
+    total = 0.0
+    for i, row in enumerate(rows):
+        if not (isinstance(row, list) and len(row) == 2):
+            return None
+        if skip and named[i] in skip:
+            continue
+        square = row[1]
+        if isinstance(square, bool) or not isinstance(square, (int, float)):
+            return None
+        if not math.isfinite(square):
+            return None
+        total += square
+    return math.sqrt(total)
