@@ -200,19 +200,22 @@ class Statements(WalkerCore):
         both, body first), as the code after the ``if`` is usually written for it. Two rules
         keep that reading honest:
 
-        - an alternative the scan cannot read (a name imported from code it does not have,
-          e.g. ``get_dataloaders = mocked_dataloaders`` under a test-only switch) adds no
-          reading: it could do anything, so it neither confirms nor contradicts what the
-          readable definition decides, and the readable one is followed;
+        - where the other side is code the scan reads (a local function, class or method),
+          an alternative it cannot read (a name imported from code it does not have, e.g.
+          ``get_dataloaders = mocked_dataloaders`` under a test-only switch, or the unknown
+          result of a call) adds no reading: it could do anything, so it neither confirms
+          nor contradicts what the readable definition decides, and that one is followed.
+          For data this does not hold: ``accum = 1`` with ``accum = CONFIG_ACCUM`` from an
+          unread module under a switch is not known to be 1, so the unknown side stays;
         - two readable alternatives that differ (another function, object or constant) make
           the binding a *site*: :func:`ddpadvisor.scan.scan_file` walks the script again with
           the other one, and a fact the two walks decide differently is left undecided. Tests
           on the rank or world size are not sites: both sides run in the same job, on
           different ranks, and the rules read those branches themselves.
         """
-        if _opaque(yes) and not _opaque(no):
+        if _opaque(yes) and no.kind in _CODE_KINDS:
             return no
-        if _opaque(no) and not _opaque(yes):
+        if _opaque(no) and yes.kind in _CODE_KINDS:
             return yes
         primary = union([yes, no]) if has_else else yes
         if rank_switch or _same_reading(yes, no):
@@ -720,7 +723,10 @@ def _restore(frame: Frame, names: dict[str, Val], exprs: dict[str, ast.expr]) ->
 
 
 def _opaque(val: Val) -> bool:
-    """A name the scan has no code or library entry for: calling it could do anything."""
+    """A name the scan has no code or library entry for, or the unknown result of a call:
+    calling it could do anything."""
+    if val.kind is None:
+        return not val.known and val.ref is None and val.items is None and val.mapping is None
     if val.kind != "symbol" or not val.canon:
         return False
     return not library.table.lookup(val.canon, apis.last(val.canon))
