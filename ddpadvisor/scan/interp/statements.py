@@ -176,8 +176,11 @@ class Statements(WalkerCore):
         for name in dict.fromkeys([*after_body, *after_else]):
             yes, no = after_body.get(name), after_else.get(name)
             if yes is None or no is None or yes is no:
-                if name not in frame.locals:
-                    frame.locals[name] = yes if yes is not None else no  # type: ignore[assignment]
+                if name not in frame.locals and yes is not None:
+                    # Bound in the body only (the else branch is what the frame holds now).
+                    frame.locals[name] = yes
+                    if name in body_exprs:
+                        frame.exprs[name] = body_exprs[name]
                 continue
             frame.locals[name] = self._join(
                 stmt, label, name, yes, no, bool(stmt.orelse), rank_switch
