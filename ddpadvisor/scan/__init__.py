@@ -68,20 +68,26 @@ def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
     rules = run_rules(walk, strict=strict)
     findings = _consolidate(rules.findings)
     warnings = list(dict.fromkeys([*walk.warnings, *rules.warnings]))
-    findings, contested = _contested(findings, walker.sites, sources, strict)
+    findings, contested = _contested(findings, walker.sites, walker.opaque_sites, sources, strict)
     warnings.extend(w for w in contested if w not in warnings)
     return ScanResult(findings, warnings, rules.a.framework)
 
 
 def _contested(
-    findings: list[Finding], sites: list[tuple[str, int, str]], sources: SourceSet, strict: bool
+    findings: list[Finding],
+    sites: list[tuple[str, int, str]],
+    opaque: set[tuple[str, int, str]],
+    sources: SourceSet,
+    strict: bool,
 ) -> tuple[list[Finding], list[str]]:
     """Drop the facts that another reading of a conditional binding decides differently.
 
     ``if cond: loader_fn = other_loader`` with ``cond`` undecided: the script may run either
     function. Each such binding is walked once the other way; a fact both readings decide
     alike stays, a fact they decide differently is left undecided with a warning, and a fact
-    only the main reading decides stays (the other reading saw less, not something else)."""
+    only the main reading decides stays (the other reading saw less, not something else),
+    unless the other value is data from code the scan does not read (``accum = CONFIG``
+    from an unread module): then the fact is not known either way."""
     from ddpadvisor.scan.interp import Walker
     from ddpadvisor.scan.rules import run_rules
 
@@ -92,10 +98,18 @@ def _contested(
         other = {f.fact: f.value for f in run_rules(walk, strict=strict).findings}
         label, line, name = site
         for fact, value in final.items():
-            if fact in other and other[fact] != value and fact not in dropped:
+            if fact in dropped:
+                continue
+            if fact in other and other[fact] != value:
                 dropped[fact] = (
                     f"{label}:{line}: {fact} depends on which side of this if binds {name} "
                     f"({_shown(value)} one way, {_shown(other[fact])} the other); left undecided"
+                )
+            elif fact not in other and site in opaque:
+                dropped[fact] = (
+                    f"{label}:{line}: {fact} is {_shown(value)} only if this if leaves {name} "
+                    "alone; the other side sets it from code the scan does not read, so it is "
+                    "left undecided"
                 )
     notes = list(dropped.values())
     if len(sites) > MAX_SITES:

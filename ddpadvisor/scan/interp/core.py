@@ -41,6 +41,8 @@ class WalkerCore:
         # Sites that bind another function, class or object come first.
         self.sites: list[tuple[str, int, str]] = []
         self.code_sites: set[tuple[str, int, str]] = set()
+        # Sites whose other value is data from code the scan does not read.
+        self.opaque_sites: set[tuple[str, int, str]] = set()
         self.flip = flip
         self.events: list[Event] = []
         self.objects: dict[int, Obj] = {}

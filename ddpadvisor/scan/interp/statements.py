@@ -152,27 +152,33 @@ class Statements(WalkerCore):
         expanded = self.expand(stmt.test, frame)
         body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const)
         before, before_exprs = dict(frame.locals), dict(frame.exprs)
+        first = len(self.events)
         self.walk_block(stmt.body, frame, (*ctx, body))
         body_ends = _ends_branch(stmt.body)
+        body_dist = _sets_up_distributed(self.events[first:])
         after_body, body_exprs = dict(frame.locals), dict(frame.exprs)
-        after_else, else_ends = before, False
+        # Without an else, the path that skips the body keeps what held before the if.
+        after_else, else_ends, else_dist = before, False, False
         if stmt.orelse:
             # The else branch starts from what held before the if, not from the body's end.
             _restore(frame, before, before_exprs)
             orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const)
+            mid = len(self.events)
             self.walk_block(stmt.orelse, frame, (*ctx, orelse))
             after_else, else_ends = dict(frame.locals), _ends_branch(stmt.orelse)
+            else_dist = _sets_up_distributed(self.events[mid:])
         if body_ends or else_ends:
             # Only one way (or none) reaches the code after the if: its bindings hold.
-            if body_ends and not stmt.orelse:
+            if body_ends and not else_ends and not stmt.orelse:
                 _restore(frame, before, before_exprs)
             elif else_ends and not body_ends:
                 _restore(frame, after_body, body_exprs)
-            return
-        if not stmt.orelse:
-            # frame holds the body's bindings; the path that skips the body keeps ``before``.
-            after_else = before
+            return  # (after an else branch that holds, the frame is already its end)
         rank_switch = bool(taint & {V.RANK, V.WORLD})
+        # The job being diagnosed runs distributed: a switch between a distributed set-up
+        # (init_process_group, a DDP/FSDP wrap) and a single-process one is read on its
+        # distributed side, with no second reading.
+        dist_side = body_dist if body_dist != else_dist else None
         for name in dict.fromkeys([*after_body, *after_else]):
             yes, no = after_body.get(name), after_else.get(name)
             if yes is None or no is None or yes is no:
@@ -182,9 +188,13 @@ class Statements(WalkerCore):
                     if name in body_exprs:
                         frame.exprs[name] = body_exprs[name]
                 continue
-            frame.locals[name] = self._join(
-                stmt, label, name, yes, no, bool(stmt.orelse), rank_switch
-            )
+            if dist_side is None:
+                val = self._join(stmt, label, name, yes, no, bool(stmt.orelse), rank_switch)
+            elif not stmt.orelse:
+                val = yes
+            else:
+                val = union([yes, no] if dist_side else [no, yes])
+            frame.locals[name] = val
             frame.exprs.pop(name, None)
 
     def _join(
@@ -209,7 +219,8 @@ class Statements(WalkerCore):
           result of a call) adds no reading: it could do anything, so it neither confirms
           nor contradicts what the readable definition decides, and that one is followed.
           For data this does not hold: ``accum = 1`` with ``accum = CONFIG_ACCUM`` from an
-          unread module under a switch is not known to be 1, so the unknown side stays;
+          unread module under a switch is not known to be 1 (either way round), so a fact
+          the unread side leaves undecided is left undecided;
         - two readable alternatives that differ (another function, object or constant) make
           the binding a *site*: :func:`ddpadvisor.scan.scan_file` walks the script again with
           the other one, and a fact the two walks decide differently is left undecided. Tests
@@ -224,6 +235,8 @@ class Statements(WalkerCore):
         if rank_switch or _same_reading(yes, no):
             return primary
         site = (label, stmt.lineno, name)
+        if _opaque(no):
+            self.opaque_sites.add(site)
         if site not in self.sites:
             # Another function, class or object changes which code runs: those sites come
             # first (after the ones met before), constants after them.
@@ -701,6 +714,20 @@ class Statements(WalkerCore):
 
 
 _CODE_KINDS = (V.FUNCTION, V.LAMBDA, "class", "method")
+_DIST_KINDS = (V.DDP, V.FSDP)
+
+
+def _sets_up_distributed(events: list[Event]) -> bool:
+    """Whether these calls make the job distributed: a process group, a DDP/FSDP wrapper.
+    (A DistributedSampler alone is not: a job already distributed may shard or not.)"""
+    for e in events:
+        if e.kind != "call":
+            continue
+        if e.result is not None and e.result.kind in _DIST_KINDS:
+            return True
+        if apis.last(e.name) == "init_process_group":
+            return True
+    return False
 
 
 def _ends_branch(stmts: list[ast.stmt]) -> bool:
