@@ -107,8 +107,8 @@ def _contested(
                 )
             elif fact not in other and site in opaque:
                 dropped[fact] = (
-                    f"{label}:{line}: {fact} is {_shown(value)} only if this if leaves {name} "
-                    "alone; the other side sets it from code the scan does not read, so it is "
+                    f"{label}:{line}: {fact} is {_shown(value)} on one side of this if only; "
+                    f"on the other, {name} comes from code the scan does not read; "
                     "left undecided"
                 )
     notes = list(dropped.values())
