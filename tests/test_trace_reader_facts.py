@@ -171,3 +171,76 @@ def test_the_loss_scale_settling_at_the_start_is_not_counted(tmp_path, kb, skips
     other = [{**r, "rank": 1} if r["k"] == "start" else r for r in run]
     facts = _facts(kb, _write(tmp_path / "t", {0: run, 1: other}))
     assert facts["nonfinite_grad_steps"].value == counted
+
+
+def _clip_trace(
+    stepped: list[float], reduced: float, scale: float | None = None, growth: int = 1
+) -> dict[int, Any]:
+    """Two ranks, no clip call recorded; checks fingerprint gradients whose squared norms
+    sum to ``stepped[i]**2`` against DDP's all-reduced norm ``reduced`` at each step (with a
+    GradScaler of ``scale``, the reduced gradients are scaled, the stepped ones not). A
+    parameter added after wrapping (in no DDP bucket) has a gradient too."""
+    ranks: dict[int, Any] = {}
+    for r in (0, 1):
+        recs: list[dict[str, Any]] = [_start(r), _wrap()]
+        if scale is not None:
+            recs.append({"k": "cfg", "scaler": True})
+        for s, norm in enumerate(stepped, start=1):
+            step = {**_step(s, [[float(s), 0.0]]), "pre": reduced * 1.3, "post": reduced}
+            if scale is not None:
+                step.update(scale=scale, growth=growth, finf=0.0)
+            half = norm * norm / 2
+            recs.append(step)
+            recs.append(
+                {
+                    "k": "chk",
+                    "s": s,
+                    "params": [[1.0, 1.0]],
+                    "params_names": ["w"],
+                    "grads": [[0.1, half], [0.2, half], [0.3, 7.0]],
+                    "grads_names": ["w", "b", "adapter.w"],
+                    "unreduced": ["adapter.w"],
+                    "n_unreduced": 1,
+                }
+            )
+        recs.append({"k": "end", "s": len(stepped)})
+        ranks[r] = recs
+    return ranks
+
+
+def _clip_notes(kb: Any, folder: Path) -> list[str]:
+    return [w for w in read_trace(kb, folder).warnings if "uses_grad_clipping" in w]
+
+
+def test_no_clip_call_and_untouched_gradients_measure_no_clipping(tmp_path, kb):  # type: ignore[no-untyped-def]
+    folder = _write(tmp_path / "t", _clip_trace([3.0, 3.0], 3.0))
+    f = _facts(kb, folder)
+    assert f["uses_grad_clipping"].value is False
+    assert "2 checked step" in (f["uses_grad_clipping"].detail or "")
+    assert not _clip_notes(kb, folder)
+    # Under a GradScaler the reduced gradients carry the loss scale.
+    folder = _write(tmp_path / "t2", _clip_trace([3.0, 3.0], 3.0 * 1024, scale=1024.0))
+    assert _facts(kb, folder)["uses_grad_clipping"].value is False
+
+
+def test_gradients_rescaled_without_a_clip_call_leave_clipping_unknown(tmp_path, kb):  # type: ignore[no-untyped-def]
+    # A hand-written clip (p.grad.mul_, torch._foreach_mul_) calls nothing the agent patches:
+    # the stepped gradients are smaller than the all-reduce left them at step 2.
+    folder = _write(tmp_path / "t", _clip_trace([3.0, 1.0], 3.0))
+    assert "uses_grad_clipping" not in _facts(kb, folder)
+    notes = _clip_notes(kb, folder)
+    assert notes and "step 2" in notes[0] and "rescaled" in notes[0]
+    folder = _write(tmp_path / "t2", _clip_trace([3.0, 1.0], 3.0 * 1024, scale=1024.0))
+    assert "uses_grad_clipping" not in _facts(kb, folder)
+
+
+def test_no_comparable_gradients_leave_clipping_unknown(tmp_path, kb):  # type: ignore[no-untyped-def]
+    ranks = {r: [_start(r), _wrap(), _step(1, [[1.0, 0.0]]), {"k": "end", "s": 1}] for r in (0, 1)}
+    folder = _write(tmp_path / "t", ranks)
+    assert "uses_grad_clipping" not in _facts(kb, folder)
+    assert _clip_notes(kb, folder)
+    # The loss scale just grew at every step (the tracker restarted): the scale the reduced
+    # gradients carried is not the one recorded, so nothing is compared.
+    folder = _write(tmp_path / "t2", _clip_trace([3.0], 3.0 * 512, scale=1024.0, growth=0))
+    assert "uses_grad_clipping" not in _facts(kb, folder)
+    assert "GradScaler" in _clip_notes(kb, folder)[0]

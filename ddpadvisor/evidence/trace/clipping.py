@@ -8,6 +8,10 @@ from typing import Any
 from ddpadvisor.evidence.trace.common import _fmt, _ranks_text
 from ddpadvisor.evidence.trace.context import Context
 
+# The stepped gradients' norm against the all-reduced one: float32 sums agree to ~1e-6; a clip
+# that changes the norm by less than this acted on nothing worth measuring.
+NORM_RTOL = 1e-3
+
 
 class ClippingReader(Context):
     """Gradient clipping and GradScaler state, compared step by step."""
@@ -16,9 +20,10 @@ class ClippingReader(Context):
         if not self.common_steps:
             return
         clipped = any(r.get("clip") for t in self.ranks for r in t.steps.values())
-        self.add("uses_grad_clipping", clipped)
         if not clipped:
+            self._no_clip_call()
             return
+        self.add("uses_grad_clipping", True)
         # A clip followed by another backward before the optimizer step measured gradients that
         # were not final. (A clip after an unsynchronised last backward is the sync fault's.)
         inside = [
@@ -79,6 +84,79 @@ class ClippingReader(Context):
             # Until the final gradients are all-reduced the norms differ for that reason alone.
             usable=lambda s: all(self._last_synced(t.steps[s]) for t in self.ranks),
         )
+
+    def _no_clip_call(self) -> None:
+        """No clip call the agent patches: ``false`` only where the gradients show it.
+
+        The agent records clipping through the APIs it patches (clip_grad_norm_,
+        clip_grads_with_norm_, FSDP's method). A job that clips another way (its own loop
+        over ``p.grad``, ``torch._foreach_mul_``, a framework's own clip) calls none of them.
+        At a checked step the agent also fingerprints the gradients the optimizer stepped on;
+        when their norm is the norm DDP's all-reduce produced, nothing rescaled them between
+        backward and the step. ``false`` needs that at every such step (and at least one);
+        otherwise the fact is left unknown with a note saying why. With a GradScaler the
+        comparison uses the loss scale of the step (steps whose scale just changed are not
+        compared). Blind spot: a clip by other means whose threshold no checked step reached
+        acted on nothing the agent fingerprinted, and reads as false. Runs without DDP's
+        all-reduce (FSDP, a forward around the wrapper, every backward under no_sync) have
+        no norm to compare with and stay unknown."""
+        why, proven = self._grads_untouched()
+        if proven:
+            self.add(
+                "uses_grad_clipping",
+                False,
+                detail=f"no clip call, and at {proven} checked step(s) the gradients the "
+                "optimizer stepped on had the norm DDP's all-reduce produced (nothing rescaled "
+                "them)",
+            )
+            return
+        self.facts.warnings.append(
+            "trace: uses_grad_clipping not measured: no clip_grad_norm_ call was seen, but a "
+            f"clip by other means (a loop over p.grad, torch._foreach_mul_) would not show; {why}"
+        )
+
+    def _grads_untouched(self) -> tuple[str, int]:
+        """(why not, 0) or ("", number of checked steps whose stepped gradients kept the
+        all-reduced norm)."""
+        if not self.ddp:
+            return "no DDP all-reduce was observed to compare the stepped gradients with", 0
+        if any(len(t.kind("wrap")) > 1 for t in self.ranks):
+            return "several DDP models: one all-reduced norm does not cover them all", 0
+        scaled = any(r.get("scaler") for r in self._cfg())
+        proven: set[int] = set()
+        for t in self.ranks:
+            for s, chk in sorted(t.checks.items()):
+                rec = t.steps.get(max(s, 1))  # the check before the first step sees step 1's
+                if rec is None or rec.get("skip") or not self._last_synced(rec):
+                    continue
+                reduced = _positive(rec.get("post"))
+                stepped = _stepped_norm(chk)
+                # GradScaler: DDP reduced scaled gradients, the optimizer stepped on unscaled
+                # ones. The scale recorded is the one after update(): the one used unless it
+                # just changed (an inf, or a growth: the tracker restarts at 0).
+                factor: float | None = 1.0
+                if scaled:
+                    factor = _positive(_scalar(rec.get("scale")))
+                    if _scalar(rec.get("finf")) != 0 or _scalar(rec.get("growth")) in (None, 0):
+                        factor = None
+                if reduced is None or stepped is None or factor is None:
+                    continue
+                if abs(stepped * factor - reduced) > NORM_RTOL * reduced:
+                    return (
+                        f"at rank {t.rank} step {rec['s']} the gradients the optimizer stepped "
+                        f"on had norm {_fmt(stepped * factor)}"
+                        + (" (times the loss scale)" if scaled else "")
+                        + f", not the all-reduced {_fmt(reduced)}: something rescaled them "
+                        "after backward",
+                        0,
+                    )
+                proven.add(int(rec["s"]))
+        if not proven:
+            why = "no checked step had both the all-reduced and the stepped gradient norms"
+            if scaled:
+                why += " (with a GradScaler, at a step whose loss scale is known)"
+            return why, 0
+        return "", len(proven)
 
     def scaler(self) -> None:
         worst = (0, self.r0.rank, None)
@@ -159,3 +237,45 @@ def _scale_settling(t: Any, bad: list[dict[str, Any]]) -> int:
 def _scale_value(raw: Any) -> float | None:
     value = raw[0] if isinstance(raw, list) and raw else raw
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _scalar(value: Any) -> float | None:
+    """A number the agent copied as is or as a one-element list (GradScaler state)."""
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _positive(value: Any) -> float | None:
+    v = _scalar(value)
+    return v if v is not None and math.isfinite(v) and v > 0 else None
+
+
+def _stepped_norm(chk: dict[str, Any]) -> float | None:
+    """The norm of the gradients a check fingerprinted, over DDP's reduced parameters only
+    (a parameter added after wrapping is in no bucket); None when it cannot be read."""
+    rows, names = chk.get("grads"), chk.get("grads_names")
+    if not isinstance(rows, list) or not rows or chk.get("sharded"):
+        return None
+    unreduced = chk.get("unreduced") or []
+    if len(unreduced) != int(chk.get("n_unreduced") or len(unreduced)):
+        return None  # the list of parameters outside the buckets was cut short
+    named: list[Any] = names if isinstance(names, list) else []
+    if unreduced and len(named) != len(rows):
+        return None
+    skip = set(unreduced)
+    total = 0.0
+    for i, row in enumerate(rows):
+        if not (isinstance(row, list) and len(row) == 2):
+            return None
+        if skip and named[i] in skip:
+            continue
+        square = row[1]
+        if isinstance(square, bool) or not isinstance(square, (int, float)):
+            return None
+        if not math.isfinite(square):
+            return None
+        total += square
+    return math.sqrt(total)

@@ -29,11 +29,24 @@ from ddpadvisor.scan.values import UNKNOWN, Obj, Val
 
 
 class WalkerCore:
-    def __init__(self, sources: SourceSet, budget: int = DEFAULT_BUDGET) -> None:
+    def __init__(
+        self,
+        sources: SourceSet,
+        budget: int = DEFAULT_BUDGET,
+        flip: frozenset[tuple[str, int, str]] = frozenset(),
+    ) -> None:
         self.sources = sources
         # An excerpt (code pasted into a post) uses names it never defines (rank, optimizer,
         # scaler, loader): each is given the role its name says, as an unpassed parameter is.
         self.excerpt = getattr(sources, "excerpt", False)
+        # Conditional bindings with two readable values (file, line of the if, name), in the
+        # order met, and the ones this walk reads the other way (see Statements._join).
+        # Sites that bind another function, class or object come first.
+        self.sites: list[tuple[str, int, str]] = []
+        self.code_sites: set[tuple[str, int, str]] = set()
+        # Sites whose other value is data from code the scan does not read.
+        self.opaque_sites: set[tuple[str, int, str]] = set()
+        self.flip = flip
         self.events: list[Event] = []
         self.objects: dict[int, Obj] = {}
         self.scopes: dict[str, ModuleScope] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from ddpadvisor.scan import apis, library
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import CondCtx, Ctx, Event, FuncCtx, LoopCtx, WithCtx
 from ddpadvisor.scan.interp.core import WalkerCore
@@ -150,19 +151,103 @@ class Statements(WalkerCore):
         taint = self._test_taint(stmt.test, frame) | test_val.taint
         expanded = self.expand(stmt.test, frame)
         body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const)
-        before = dict(frame.locals)
+        before, before_exprs = dict(frame.locals), dict(frame.exprs)
+        first = len(self.events)
         self.walk_block(stmt.body, frame, (*ctx, body))
+        body_ends = _ends_branch(stmt.body)
+        body_dist = _sets_up_distributed(self.events[first:])
+        after_body, body_exprs = dict(frame.locals), dict(frame.exprs)
+        # Without an else, the path that skips the body keeps what held before the if.
+        after_else, else_ends, else_dist = before, False, False
         if stmt.orelse:
-            after_body = dict(frame.locals)
+            # The else branch starts from what held before the if, not from the body's end.
+            _restore(frame, before, before_exprs)
             orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const)
+            mid = len(self.events)
             self.walk_block(stmt.orelse, frame, (*ctx, orelse))
-            # if/else are alternatives: a name both branches bind holds either value.
-            for name, val in after_body.items():
-                now = frame.locals.get(name)
-                if now is None or now is val or before.get(name) is val:
-                    continue
-                frame.locals[name] = union([val, now])
-                frame.exprs.pop(name, None)
+            after_else, else_ends = dict(frame.locals), _ends_branch(stmt.orelse)
+            else_dist = _sets_up_distributed(self.events[mid:])
+        if body_ends or else_ends:
+            # Only one way (or none) reaches the code after the if: its bindings hold.
+            if body_ends and not else_ends and not stmt.orelse:
+                _restore(frame, before, before_exprs)
+            elif else_ends and not body_ends:
+                _restore(frame, after_body, body_exprs)
+            return  # (after an else branch that holds, the frame is already its end)
+        rank_switch = bool(taint & {V.RANK, V.WORLD})
+        # The job being diagnosed runs distributed: a switch between a distributed set-up
+        # (init_process_group, a DDP/FSDP wrap) and a single-process one is read on its
+        # distributed side, with no second reading.
+        dist_side = body_dist if body_dist != else_dist else None
+        for name in dict.fromkeys([*after_body, *after_else]):
+            yes, no = after_body.get(name), after_else.get(name)
+            if yes is None or no is None or yes is no:
+                if name not in frame.locals and yes is not None:
+                    # Bound in the body only (the else branch is what the frame holds now).
+                    frame.locals[name] = yes
+                    if name in body_exprs:
+                        frame.exprs[name] = body_exprs[name]
+                continue
+            if dist_side is None:
+                val = self._join(stmt, label, name, yes, no, bool(stmt.orelse), rank_switch)
+            elif not stmt.orelse:
+                val = yes
+            else:
+                val = union([yes, no] if dist_side else [no, yes])
+            frame.locals[name] = val
+            frame.exprs.pop(name, None)
+
+    def _join(
+        self,
+        stmt: ast.If,
+        label: str,
+        name: str,
+        yes: Val,
+        no: Val,
+        has_else: bool,
+        rank_switch: bool,
+    ) -> Val:
+        """What ``name`` holds after an undecided ``if`` that binds it on one or both sides.
+
+        The walk follows one reading: the body's value (for ``if``/``else``, the union of
+        both, body first), as the code after the ``if`` is usually written for it. Two rules
+        keep that reading honest:
+
+        - where the other side is code the scan reads (a local function, class or method),
+          an alternative it cannot read (a name imported from code it does not have, e.g.
+          ``get_dataloaders = mocked_dataloaders`` under a test-only switch, or the unknown
+          result of a call) adds no reading: it could do anything, so it neither confirms
+          nor contradicts what the readable definition decides, and that one is followed.
+          For data this does not hold: ``accum = 1`` with ``accum = CONFIG_ACCUM`` from an
+          unread module under a switch is not known to be 1 (either way round), so a fact
+          the unread side leaves undecided is left undecided;
+        - two readable alternatives that differ (another function, object or constant) make
+          the binding a *site*: :func:`ddpadvisor.scan.scan_file` walks the script again with
+          the other one, and a fact the two walks decide differently is left undecided. Tests
+          on the rank or world size are not sites: both sides run in the same job, on
+          different ranks, and the rules read those branches themselves.
+        """
+        if _opaque(yes) and no.kind in _CODE_KINDS:
+            return no
+        if _opaque(no) and yes.kind in _CODE_KINDS:
+            return yes
+        primary = union([yes, no]) if has_else else yes
+        if rank_switch or _same_reading(yes, no):
+            return primary
+        site = (label, stmt.lineno, name)
+        if _opaque(no):
+            self.opaque_sites.add(site)
+        if site not in self.sites:
+            # Another function, class or object changes which code runs: those sites come
+            # first (after the ones met before), constants after them.
+            if any(v.ref is not None or v.kind in _CODE_KINDS for v in (yes, no)):
+                self.sites.insert(len(self.code_sites), site)
+                self.code_sites.add(site)
+            else:
+                self.sites.append(site)
+        if site in self.flip:
+            return no
+        return primary
 
     def _test_taint(self, test: ast.expr, frame: Frame) -> frozenset[str]:
         """Rank-dependence of an if-test, including helpers named like ``is_main_process()``."""
@@ -626,6 +711,64 @@ class Statements(WalkerCore):
             named = {p.arg for p in [*params, *a.kwonlyargs]}
             rest = tuple((k, v) for k, v in kwargs.items() if k not in named)
             frame.locals[a.kwarg.arg] = Val(mapping=rest)
+
+
+_CODE_KINDS = (V.FUNCTION, V.LAMBDA, "class", "method")
+_DIST_KINDS = (V.DDP, V.FSDP)
+
+
+def _sets_up_distributed(events: list[Event]) -> bool:
+    """Whether these calls make the job distributed: a process group, a DDP/FSDP wrapper.
+    (A DistributedSampler alone is not: a job already distributed may shard or not.)"""
+    for e in events:
+        if e.kind != "call":
+            continue
+        if e.result is not None and e.result.kind in _DIST_KINDS:
+            return True
+        if apis.last(e.name) == "init_process_group":
+            return True
+    return False
+
+
+def _ends_branch(stmts: list[ast.stmt]) -> bool:
+    """A branch whose bindings never reach the code after its ``if`` (it returns, raises or
+    continues on every path the scan reads). ``break`` is not one: what it binds reaches the
+    code after the loop."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, (ast.Return, ast.Raise, ast.Continue)):
+        return True
+    if isinstance(last, ast.If) and last.orelse:
+        return _ends_branch(last.body) and _ends_branch(last.orelse)
+    return False
+
+
+def _restore(frame: Frame, names: dict[str, Val], exprs: dict[str, ast.expr]) -> None:
+    """Put a frame's bindings back in place (the module frame shares its dict with the scope)."""
+    frame.locals.clear()
+    frame.locals.update(names)
+    frame.exprs.clear()
+    frame.exprs.update(exprs)
+
+
+def _opaque(val: Val) -> bool:
+    """A name the scan has no code or library entry for, or the unknown result of a call:
+    calling it could do anything."""
+    if val.kind is None:
+        return not val.known and val.ref is None and val.items is None and val.mapping is None
+    if val.kind != "symbol" or not val.canon:
+        return False
+    return not library.table.lookup(val.canon, apis.last(val.canon))
+
+
+def _same_reading(a: Val, b: Val) -> bool:
+    """The same object, function or constant (taint aside): no second reading to check."""
+    if a.kind != b.kind or a.ref != b.ref or a.canon != b.canon:
+        return False
+    if a.known or b.known:
+        return a.known and b.known and a.const == b.const
+    return a.const is b.const and a.items == b.items
 
 
 def _is_config_exec(stmt: ast.stmt) -> bool:
