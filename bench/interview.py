@@ -32,11 +32,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import io
 import json
+import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -52,13 +58,38 @@ if TYPE_CHECKING:
 CORPUS = Path(__file__).resolve().parent / "interview_corpus"
 SPLITS = ("tuned", "heldout")
 REQUIRED = ("url", "title", "narrative", "resolution", "cause", "split", "answers")
-OPTIONAL = ("measured", "intake", "reviewed_unknown", "cause_note", "code", "code_source")
+OPTIONAL = (
+    "measured",
+    "intake",
+    "reviewed_unknown",
+    "cause_note",
+    "code",
+    "code_source",
+    "script",
+    "script_note",
+)
 CATCH_ALL = "other"  # the engine's id for "no catalogued fault"
 MEASURED_KINDS = ("probe", "trace", "scan", "script")
+SCAN_KINDS = ("scan", "script")
+# Bare git mirrors of the reporters' repositories (<owner>+<name>/repo), as the workplace's
+# fetch leaves them; the scripts are read from there and never committed here.
+MIRRORS = Path(os.environ.get("DDPADVISOR_MIRRORS", "/work/.mirror"))
+SCRIPT_CACHE = Path(
+    os.environ.get("DDPADVISOR_SCRIPT_CACHE", Path.home() / ".cache" / "ddpadvisor-bench")
+)
 
 
 class CorpusProblem(ValueError):
     """A corpus file that does not have the form the replay needs."""
+
+
+@dataclass(frozen=True)
+class ScriptRef:
+    """The script the reporter launched, as it was when the problem happened."""
+
+    repo: str  # owner/name on GitHub
+    commit: str  # 40 hex
+    path: str  # inside the repository
 
 
 @dataclass
@@ -76,6 +107,7 @@ class Case:
     reviewed_unknown: list[str] = field(default_factory=list)
     cause_note: str = ""
     code: str = ""  # what the reporter's post showed of their code, pasted with the intake
+    script: ScriptRef | None = None
 
     def pasted(self, with_code: bool) -> str:
         """What the user pastes: the intake text, and their code as a fenced block."""
@@ -121,6 +153,7 @@ def load_case(path: Path) -> Case:
     if not isinstance(reviewed, list) or not all(isinstance(f, str) for f in reviewed):
         raise CorpusProblem(f"{path}: 'reviewed_unknown' must be a list of fact ids")
     return Case(
+        script=_script_ref(path, data.get("script")),
         path=path,
         url=data["url"].strip(),
         title=data["title"].strip(),
@@ -135,6 +168,56 @@ def load_case(path: Path) -> Case:
         cause_note=str(data.get("cause_note") or "").strip(),
         code=str(data.get("code") or ""),
     )
+
+
+def _script_ref(path: Path, value: Any) -> ScriptRef | None:
+    if value is None or value == "none":
+        return None
+    if not isinstance(value, dict) or sorted(value) != ["commit", "path", "repo"]:
+        raise CorpusProblem(f"{path}: 'script' must be 'none' or a mapping of repo, commit, path")
+    repo, commit, where = (str(value[k]) for k in ("repo", "commit", "path"))
+    if repo.count("/") != 1:
+        raise CorpusProblem(f"{path}: script repo '{repo}' is not owner/name")
+    if len(commit) != 40 or any(c not in "0123456789abcdef" for c in commit):
+        raise CorpusProblem(f"{path}: script commit must be 40 lowercase hex digits")
+    if not where.endswith(".py") or where.startswith("/") or ".." in where.split("/"):
+        raise CorpusProblem(f"{path}: script path '{where}' is not a .py file inside the repo")
+    return ScriptRef(repo, commit, where)
+
+
+def script_file(ref: ScriptRef, mirrors: Path = MIRRORS, cache: Path = SCRIPT_CACHE) -> Path | None:
+    """The reporter's script on disk, with the Python files of its folder (its sibling imports).
+
+    Read once from the repository's mirror into the cache; None when neither has it.
+    """
+    folder = cache / f"{ref.repo.replace('/', '+')}@{ref.commit[:12]}"
+    target = folder / ref.path
+    if target.is_file():
+        return target
+    git_dir = mirrors / ref.repo.replace("/", "+") / "repo"
+    if not git_dir.is_dir():
+        return None
+    top = str(PurePosixPath(ref.path).parent)
+    spec = ":(glob)**/*.py" if top == "." else f":(glob){top}/**/*.py"
+    done = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "archive", "--format=tar", ref.commit, "--", spec],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return None
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".part-"))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        if not (tmp / ref.path).is_file():
+            return None
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)  # whole or not at all: a later run finds a complete copy
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
 
 
 def load_cases(folder: Path = CORPUS) -> list[Case]:
@@ -203,6 +286,12 @@ def _diagnose(engine: Engine, observations: list[Observation], declined: set[str
     return engine.diagnose(list(observations))
 
 
+def _scan(kb: KnowledgeBase, script: Path) -> list[Observation]:
+    from ddpadvisor.evidence.script_scan import scan_script
+
+    return list(scan_script(kb, script).observations)
+
+
 def _observe(kb: KnowledgeBase, case: Case, fact: str, value: Any, where: str) -> Observation:
     from ddpadvisor.observation import observe
 
@@ -219,7 +308,9 @@ def replay(
     extract: Any,
     generous: bool = False,
     with_code: bool = True,
+    script: Path | None = None,
 ) -> Replay:
+    """Replay one case; ``script`` (the reporter's real file) lets a scan step run the scanner."""
     from ddpadvisor.kb.values import ValueProblem
     from ddpadvisor.observation import UnknownFact
 
@@ -263,6 +354,7 @@ def replay(
     steps: list[tuple[str, str, str]] = []
     reoffered = 0
     stuck = False
+    scanned = False
     while len(steps) < max_steps:
         offered = _offered(diagnosis, kb)
         reoffered += sum(1 for _, facts, _ in offered for f in facts if f in declined)
@@ -272,6 +364,13 @@ def replay(
             break
         kind, facts, step_id = fresh[0]
         answered = []
+        if kind in SCAN_KINDS and script is not None and not scanned:
+            scanned = True
+            for obs in _scan(kb, script):
+                if obs.fact not in taken:  # what the user already said stands
+                    taken.add(obs.fact)
+                    observations.append(obs)
+                    answered.append(obs.fact)
         for fact in facts:
             if fact in taken:
                 continue
@@ -385,6 +484,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="folder of case files")
     parser.add_argument("--verbose", action="store_true", help="print every step taken")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--mirrors",
+        type=Path,
+        default=MIRRORS,
+        help="folder of bare git mirrors (<owner>+<name>/repo) the reporters' scripts are read from",
+    )
     args = parser.parse_args(argv)
 
     from ddpadvisor.errors import InputError
@@ -402,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
         results = [replay(engine, case, args.steps, extract) for case in cases]
         generous = [replay(engine, case, args.steps, extract, True) for case in cases]
         no_code = [replay(engine, c, args.steps, extract, with_code=False) for c in cases]
+        scripts = {c.name: script_file(c.script, args.mirrors) for c in cases if c.script}
+        on_disk = {name: path for name, path in scripts.items() if path is not None}
+        scanned = [
+            replay(engine, c, args.steps, extract, script=on_disk.get(c.name)) for c in cases
+        ]
     except (CorpusProblem, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -413,11 +523,14 @@ def main(argv: list[str] | None = None) -> int:
         doc = as_json(results, args.steps, extract is not None)
         doc["generous_splits"] = as_json(generous, args.steps, extract is not None)["splits"]
         doc["without_code_splits"] = as_json(no_code, args.steps, extract is not None)["splits"]
+        doc["with_script_splits"] = as_json(scanned, args.steps, extract is not None)["splits"]
+        doc["scripts"] = {"recorded": len(scripts), "on_disk": len(on_disk)}
         print(json.dumps(doc, indent=2))
         return 0
     print(f"interview replay: {len(cases)} real reports, at most {args.steps} steps each")
     print(f"intake extractor: {'ddpadvisor.evidence.intake' if extract else 'none (no facts)'}")
     print()
+    by_name = {r.case.name: r for r in scanned}
     print(f"{'case':34} {'split':7} {'cause':36} intake final first  unrecorded asked facts")
     for r in results:
         first = "-" if r.first_at is None else str(r.first_at)
@@ -430,6 +543,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    intake: {', '.join(r.intake_facts)}")
             for kind, fact, outcome in r.steps:
                 print(f"    {kind:6} {fact:40} {outcome}")
+            if r.case.name in on_disk:
+                s = by_name[r.case.name]
+                first = "-" if s.first_at is None else str(s.first_at)
+                print(f"    with its script: final {s.rank_final}, first {first}")
+                for kind, fact, outcome in s.steps:
+                    print(f"      {kind:6} {fact:40} {outcome}")
     print()
     for split in SPLITS:
         part = [r for r in results if r.case.split == split]
@@ -445,6 +564,17 @@ def main(argv: list[str] | None = None) -> int:
         lines = summary(part, args.steps)
         shown = [" ".join(line.split()) for line in (*lines[1:3], lines[4])]
         print(f"  {split}: " + "; ".join(shown))
+    print()
+    print(
+        f"with the reporter's real script (a scan step runs the scanner on the launched file as it "
+        f"was; {len(on_disk)} of {len(scripts)} recorded scripts read from {args.mirrors}):"
+    )
+    for split in SPLITS:
+        part = [r for r in scanned if r.case.split == split]
+        have = sum(1 for r in part if r.case.name in on_disk)
+        lines = summary(part, args.steps)
+        shown = [" ".join(line.split()) for line in lines[1:4]]
+        print(f"  {split} ({have} with a script): " + "; ".join(shown))
     print()
     print("generous (probe/trace/scan steps may also read the recorded answers; an upper bound):")
     for split in SPLITS:

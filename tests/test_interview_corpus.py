@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -204,3 +205,103 @@ def test_bad_corpus_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:  # t
     )
     assert bench.main(["--corpus", str(tmp_path)]) == 2
     assert "cause 'no-such-cause' is not in the KB" in capsys.readouterr().err
+
+
+_TRAIN = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from helpers import make_model, make_data
+
+dist.init_process_group("gloo")
+model = DDP(make_model())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(make_data(), batch_size=8, shuffle=True)
+for x, y in loader:
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+"""
+
+
+def _git(*args: str, cwd: Path) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def _mirror(tmp_path: Path) -> tuple[Path, str]:
+    """A bare mirror of owner/name whose first commit has a sampler-less DDP loop."""
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src/train.py").write_text(_TRAIN, encoding="utf-8")
+    (work / "src/helpers.py").write_text("def make_model(): ...\n", encoding="utf-8")
+    (work / "src/data.bin").write_bytes(b"\0" * 64)
+    _git("init", "-q", cwd=work)
+    _git("add", ".", cwd=work)
+    _git("commit", "-q", "-m", "before", cwd=work)
+    before = _git("rev-parse", "HEAD", cwd=work)
+    (work / "src/train.py").write_text("print('fixed')\n", encoding="utf-8")
+    _git("commit", "-q", "-am", "after", cwd=work)
+    mirrors = tmp_path / "mirrors"
+    _git("clone", "-q", "--bare", str(work), str(mirrors / "owner+name/repo"), cwd=tmp_path)
+    return mirrors, before
+
+
+def test_script_is_read_from_its_mirror_at_the_commit_recorded(tmp_path: Path) -> None:
+    mirrors, before = _mirror(tmp_path)
+    ref = bench.ScriptRef("owner/name", before, "src/train.py")
+    cache = tmp_path / "cache"
+    path = bench.script_file(ref, mirrors, cache)
+    assert path is not None and path.read_text(encoding="utf-8") == _TRAIN  # not the later fix
+    assert (path.parent / "helpers.py").is_file()  # its sibling imports come along
+    assert not (path.parent / "data.bin").exists()  # only Python files
+    shutil.rmtree(mirrors)
+    assert bench.script_file(ref, mirrors, cache) == path  # read once, then from the cache
+    missing = bench.ScriptRef("owner/other", before, "src/train.py")
+    assert bench.script_file(missing, mirrors, cache) is None
+
+
+def test_script_field_is_none_or_a_full_reference(tmp_path: Path) -> None:
+    base = (
+        "url: https://github.com/a/b/issues/1\ntitle: t\nnarrative: n\nresolution: r\n"
+        "cause: other\nsplit: tuned\nanswers: {}\n"
+    )
+    case = tmp_path / "01-x.yaml"
+    case.write_text(base + "script: none\nscript_note: private code\n", encoding="utf-8")
+    assert bench.load_case(case).script is None
+    good = "script: {repo: a/b, commit: " + "a" * 40 + ", path: t/train.py}\n"
+    case.write_text(base + good, encoding="utf-8")
+    assert bench.load_case(case).script == bench.ScriptRef("a/b", "a" * 40, "t/train.py")
+    for bad, why in (
+        ("script: {repo: a/b, commit: abc, path: train.py}", "40 lowercase hex"),
+        ("script: {repo: a/b, commit: " + "a" * 40 + ", path: ../x.py}", "inside the repo"),
+        ("script: train.py", "'none' or a mapping"),
+    ):
+        case.write_text(base + bad + "\n", encoding="utf-8")
+        with pytest.raises(bench.CorpusProblem, match=why):
+            bench.load_case(case)
+
+
+def test_a_scan_step_runs_the_scanner_on_the_reporters_script(tmp_path: Path) -> None:
+    mirrors, before = _mirror(tmp_path)
+    path = bench.script_file(
+        bench.ScriptRef("owner/name", before, "src/train.py"), mirrors, tmp_path / "cache"
+    )
+    assert path is not None
+    engine = load_engine()
+    case = _case(answers={"world_size": 4})  # the reporter cannot say whether a sampler is used
+    without = bench.replay(engine, case, 8, None)
+    scanned = bench.replay(engine, case, 8, None, script=path)
+    assert not any(k in bench.SCAN_KINDS and o == "answered" for k, _, o in without.steps)
+    assert any(k in bench.SCAN_KINDS and o == "answered" for k, _, o in scanned.steps)
+    assert scanned.rank_final == 1  # the scan reads the missing DistributedSampler
+    assert without.rank_final > 1
