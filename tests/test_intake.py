@@ -125,6 +125,53 @@ def test_overflows_that_persist_are_told_from_a_calibration_burst(
     assert found.get("loss_scale_overflow_logged") is True
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Training on one GPU with 8 images per GPU reaches AP 0.75, while training on four "
+            "GPUs with 2 images per GPU only reaches 0.71.",
+            {"per_gpu_batch_size": 2, "world_size": 4},
+        ),
+        (
+            "On a single GPU with 32 samples per GPU it converges. On 8 GPUs it diverges.",
+            {"world_size": 8},
+        ),
+        (
+            "单卡每卡 32 个样本能收敛，而四张卡每卡 8 个样本就发散。",
+            {"per_gpu_batch_size": 8, "world_size": 4},
+        ),
+        (
+            "8 GPUs, 16 samples per GPU, 4 gradient accumulation steps.",
+            {"per_gpu_batch_size": 16, "world_size": 8, "grad_accum_steps": 4},
+        ),
+    ],
+)
+def test_counts_of_the_single_gpu_run_are_not_the_ddp_runs(
+    engine: Engine, text: str, expected: dict[str, int]
+) -> None:
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    counts = {k: v for k, v in found.items() if k in expected or isinstance(v, int)}
+    assert {k: counts.get(k) for k in expected} == expected
+    assert not {k for k, v in counts.items() if k not in expected and not isinstance(v, bool)}
+
+
+@pytest.mark.parametrize(
+    ("text", "metric_only"),
+    [
+        ("It reaches AP 0.75 on one GPU.", False),
+        ("mAP stays at 0 throughout.", True),
+        ("精度为0.5", False),
+        ("精度为0", True),
+    ],
+)
+def test_a_metric_of_zero_is_not_read_from_a_decimal(
+    engine: Engine, text: str, metric_only: bool
+) -> None:
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    assert (found.get("loss_pattern") == "metric_only") is metric_only
+
+
 def test_nothing_found_in_unrelated_text(engine: Engine) -> None:
     assert extract(engine.kb, "The weather is nice today. 今天天气不错。") == []
 

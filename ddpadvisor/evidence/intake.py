@@ -36,6 +36,42 @@ NUMBER_WORDS = {
 }  # fmt: skip
 
 
+# A count read from the prose (per-GPU batch, accumulation, warmup, world size) describes the DDP
+# run; the same kind of number said of the single-GPU reference ("on one GPU with 8 images per
+# GPU, while on four GPUs with 2") is the other run's setting and is not taken. A single-GPU
+# phrase governs what follows it up to the end of the sentence, a contrast ("while", "而") or a
+# phrase naming the multi-GPU run; a number also belongs to one that ends its own comma clause.
+SINGLE_GPU = re.compile(
+    r"\b(?:one|1|a single|single)[- ]?(?:gpu|card|device)\b|单卡|单张卡|一张卡|单\s*GPU|1\s*张卡",
+    re.IGNORECASE,
+)
+MULTI_GPU = re.compile(
+    r"\b(?:[2-9]|\d\d+|two|three|four|five|six|seven|eight|multiple|several|many|more)\s*"
+    r"(?:x\s*)?(?:gpus|cards|devices|nodes)\b|\b\d+\s*[x×]\s*[a-z]+\d*\b|\bddp\b|multi[- ]?gpu"
+    r"|多卡|多机"
+    r"|[两二三四五六七八九十\d]+\s*(?:张|块)\s*(?:卡|GPU|显卡)",
+    re.IGNORECASE,
+)
+SENTENCE_END = re.compile(
+    r"\.(?!\d)|[;!?。；！？\n]|\b(?:while|whereas|but)\b|，\s*(?:而|但|可是)", re.IGNORECASE
+)
+COMMA = re.compile(r"[,，]")
+
+
+def _said_of_single_gpu(text: str, start: int, end: int) -> bool:
+    """Whether the phrase at ``start:end`` states the single-GPU run's setting."""
+    if MULTI_GPU.search(text, start, end):
+        return False  # "on 8 GPUs": the phrase names the multi-GPU run itself
+    opened = [m.end() for m in SENTENCE_END.finditer(text, 0, start)]
+    closed = SENTENCE_END.search(text, end)
+    lo, hi = (opened[-1] if opened else 0), (closed.start() if closed else len(text))
+    markers = [m for m in SINGLE_GPU.finditer(text, lo, start)]
+    if markers and not MULTI_GPU.search(text, markers[-1].end(), end):
+        return True
+    comma = COMMA.search(text, end, hi)
+    return bool(SINGLE_GPU.search(text, end, comma.start() if comma else hi))
+
+
 @dataclass(frozen=True)
 class Finding:
     """One fact read from the text: its typed value and the phrase that says so."""
@@ -88,6 +124,10 @@ def _mentioned(kb: KnowledgeBase, text: str) -> dict[str, Finding]:
                         continue
                     if value is None:
                         continue
+                    if fact.type in ("int", "float") and _said_of_single_gpu(
+                        text, m.start(), m.end()
+                    ):
+                        continue  # the single-GPU run's setting, not the DDP run's
                     found = Finding(fact.id, value, m.group(0).strip(), m.start())
                     cur = best.get(fact.id)
                     if cur is None or (len(found.phrase), -found.start) > (
