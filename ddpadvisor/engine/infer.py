@@ -77,8 +77,9 @@ SPECIFIC_LEAD = math.log(8.0)
 # A cause that only the setup raises (fp16, clipping, a GradScaler: ``CompiledModel.setup``) and
 # no symptom, slip or measurement does stays below the catch-all at this share of it: "training
 # runs in fp16" is no sign that fp16 overflows. A fact backs a cause when it favours the cause
-# over the catch-all by more than this (log odds).
-BACKED_LR = 0.0
+# over the catch-all by more than this (log odds): a fact a healthy job shows nearly as often
+# (a burst of loss-scale overflows while the scaler calibrates) backs nothing.
+BACKED_LR = math.log(1.5)
 
 
 def _weights(
