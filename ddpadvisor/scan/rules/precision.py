@@ -359,9 +359,11 @@ def _clip_local(rc: RuleContext, clip: Event) -> None:
     fact = "clip_inside_no_sync"
     # FSDP2's ``fully_shard`` keeps gradients as DTensors, whose norm torch.nn.utils
     # reduces across shards (https://github.com/meta-pytorch/torchtune/issues/2169); FSDP1's
-    # flat shards need the wrapper's own clip_grad_norm_.
+    # flat shards need the wrapper's own clip_grad_norm_. ZeroRedundancyOptimizer shards only
+    # the optimizer state: DDP still all-reduces whole gradients, so the plain clip is right.
+    # https://pytorch.org/docs/stable/distributed.optim.html
     sharded = any(apis.last(o.canon) != "fully_shard" for o in a.fsdps) or any(
-        o.extra.get("deepspeed") or o.extra.get("zero") for o in a.objects.values()
+        o.extra.get("deepspeed") for o in a.objects.values()
     )
     if sharded and clip.name.startswith("torch.nn.utils"):
         rc.emit(
