@@ -20,7 +20,7 @@ from ddpadvisor.scan.rules.base import (
     num,
 )
 from ddpadvisor.scan.source import dotted
-from ddpadvisor.scan.values import Val
+from ddpadvisor.scan.values import Op, Val
 
 
 def accumulation(rc: RuleContext) -> None:
@@ -176,6 +176,19 @@ def _lightning_accumulation(rc: RuleContext) -> None:
     )
 
 
+def _divides(op: Op) -> bool:
+    """A division of the loss, written as one or as a product with a ratio or a fraction
+    (``loss * (fragment / batch)``, ``loss * 0.25``): either may be the accumulation scaling."""
+    if op.op == "div":
+        return True
+    if op.op != "mul":
+        return False
+    if isinstance(op.expr, ast.BinOp) and isinstance(op.expr.op, (ast.Div, ast.FloorDiv)):
+        return True
+    value = num(op.val) if op.val.known else None
+    return value is not None and 0 < value < 1
+
+
 def _loss_divided(rc: RuleContext, acc: object) -> None:
     a = rc.a
     accum = a.accum
@@ -194,12 +207,15 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
     iter_text = ""
     if loop is not None and isinstance(loop.node, (ast.For, ast.AsyncFor)):
         iter_text = text(loop.node.iter)
-    divs = [op for op in loss.ops if op.op == "div"]
+    divs = [op for op in loss.ops if _divides(op)]
     for op in divs:
         t = text(op.expr, 200)
         low = t.lower()
+        value = num(op.val) if op.val.known else None
+        if value is not None and op.op == "mul":
+            value = 1 / value if value else None
         if (
-            (accum.k is not None and op.val.known and num(op.val) == accum.k)
+            (accum.k is not None and value == accum.k)
             or t in k_names
             or any(w in low for w in ("accum", "grad_acc", "gradient_acc", "accumulation", "micro"))
             or (iter_text and t == f"len({iter_text})")
