@@ -7,7 +7,7 @@ import ast
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.analysis import text
+from ddpadvisor.scan.analysis import Analysis, text
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.library import hf_trainer, lightning
@@ -488,6 +488,11 @@ def forward_route(rc: RuleContext) -> None:
         )
 
 
+def _models_of(a: Analysis, backward: Event) -> set[str]:
+    """The models (object refs) whose forward the loss of ``backward`` came from."""
+    return {t.split(":", 1)[1] for t in a.loss_of(backward).taint if t.startswith("model:")}
+
+
 def extra_backward(rc: RuleContext) -> None:
     a = rc.a
     fact = "extra_backward_through_ddp"
@@ -511,6 +516,9 @@ def extra_backward(rc: RuleContext) -> None:
     for x in ddp_routed[1:]:
         if exclusive(first, x):
             continue
+        mine, theirs = _models_of(a, first), _models_of(a, x)
+        if mine and theirs and not mine & theirs:
+            continue  # another DDP model's own backward (a GAN's second net, a reference copy)
         rc.emit(
             fact,
             True,
