@@ -79,12 +79,34 @@ class Window:
     scope: Ctx = field(default_factory=tuple)  # events nested below this are "per micro-step"
 
 
+def _fixes(test: ast.expr, branch: bool, atoms: dict[str, bool]) -> bool:
+    """Record the atoms a branch of ``test`` fixes ("a and not b" taken: a, not b); False when
+    one contradicts an atom an enclosing branch fixed."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _fixes(test.operand, not branch, atoms)
+    if atoms.setdefault(ast.dump(test), branch) != branch:
+        return False
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) == branch:
+        # "a and b" taken, "a or b" not taken: each part is fixed too
+        return all(_fixes(v, branch, atoms) for v in test.values)
+    return True
+
+
+def feasible(ev: Event) -> bool:
+    """Whether the branches around ``ev`` can all be taken at once. timm's loop calls a helper
+    that steps under ``if need_update:`` from inside ``if not need_update: with no_sync():``;
+    that step never runs inside no_sync."""
+    atoms: dict[str, bool] = {}
+    return all(_fixes(c.test, c.branch, atoms) for c in ev.conds())
+
+
 class Analysis:
     def __init__(self, walk: WalkResult) -> None:
         self.walk = walk
-        self.events = walk.events
+        # an event on a path that contradicts itself never runs: rules do not see it
+        self.events = [e for e in walk.events if feasible(e)]
         self.objects = walk.objects
-        self.by_seq = {e.seq: e for e in self.events}
+        self.by_seq = {e.seq: e for e in walk.events}
 
     # -------------------------------------------------------------- objects
     def objs(self, *kinds: str) -> list[Obj]:

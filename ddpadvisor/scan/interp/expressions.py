@@ -228,8 +228,13 @@ class Expressions(WalkerCore):
                 elif V.SUM_RED in left.taint and (V.TOKENS in right.taint or V.DATA in right.taint):
                     taint.discard(V.SUM_RED)
                     taint.add(V.MEAN_RED)
-            if V.WORLD in right.taint and V.WORLD not in left.taint:
-                taint.discard(V.WORLD)  # x / world_size undoes a world-size scaling
+            if V.FWD not in right.taint and (
+                V.WORLD in right.taint or (V.WORLD in left.taint and V.REDUCED in right.taint)
+            ):
+                # x / world_size undoes a world-size scaling; world_size * n / (n summed over
+                # the ranks) is a rank's share of the global count, about 1: either way the
+                # quotient carries no world-size factor
+                taint.discard(V.WORLD)
         elif isinstance(op, ast.Mult):
             fwd_side, other, other_node = (
                 (left, right, right_node) if V.FWD in left.taint else (right, left, left_node)
