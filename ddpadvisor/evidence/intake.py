@@ -1,7 +1,8 @@
 """Intake: a user's own description or forum post (English or Chinese) turned into facts.
 
 The patterns are knowledge-base data: each fact's ``mentions`` list regular expressions (``en``
-and ``zh``) for a value, or with a named group ``value`` that carries it. User rule folders
+and ``zh``) for a value, or with a named group ``value`` that carries it (times a group
+``times`` where one is given: "2 nodes x 8 GPUs" is a world size of 16). User rule folders
 extend them like any other fact field, and rule tests with a ``text:`` check them. Every
 finding keeps the phrase it came from, so the user can confirm or correct it.
 
@@ -116,6 +117,7 @@ def _mentioned(kb: KnowledgeBase, text: str) -> dict[str, Finding]:
                         raw = m.group("value").strip()
                         if fact.type in ("int", "float"):
                             raw = NUMBER_WORDS.get(str(raw).lower(), raw)
+                            raw = _times(raw, m)
                     if raw is None:
                         continue
                     try:
@@ -136,6 +138,19 @@ def _mentioned(kb: KnowledgeBase, text: str) -> dict[str, Finding]:
                     ):
                         best[fact.id] = found
     return best
+
+
+def _times(raw: object, m: re.Match[str]) -> object:
+    """A count times the pattern's ``times`` group, when it has one ("2 nodes x 8 GPUs": the
+    world size is 16); the raw text when either is not a number."""
+    if "times" not in m.re.groupindex or m.group("times") is None:
+        return raw
+    other = m.group("times").strip()
+    factor = NUMBER_WORDS.get(other.lower(), other)
+    try:
+        return int(str(raw)) * int(str(factor))
+    except ValueError:
+        return raw
 
 
 # ---------------------------------------------------------------------------- code in the text
