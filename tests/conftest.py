@@ -59,3 +59,14 @@ LONGEST_FIRST = [
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: rest as collected
+
+
+@pytest.fixture(autouse=True)
+def _tui_language_reset() -> object:
+    """A TUI test that switches to Chinese leaves the module-level language behind; the next
+    test in the same worker would read zh text. Each test starts in the default language."""
+    from ddpadvisor import i18n
+
+    i18n.set_current(i18n.DEFAULT)
+    yield
+    i18n.set_current(i18n.DEFAULT)
