@@ -19,10 +19,17 @@ of their script finding every code fact they stated, a probe confirming what the
 an upper bound on what running the tool's steps could add, not a measure. A step with no recorded value is declined and never taken again; when the engine's
 ``diagnose`` accepts a ``declined`` argument, the declined facts are passed to it.
 
+A third figure gives a scan step what a user holding their script would get: where a case
+names the script the reporter launched (``script``: repository, the commit before the fix, path)
+and a bare git mirror of that repository is on disk (``--mirrors``, default ``/work/.mirror``,
+``<owner>+<name>/repo``), the scan step runs the real scanner on that file and its folder's
+Python files, read once into a cache outside the repository (``DDPADVISOR_SCRIPT_CACHE``).
+Cases without one, or without the mirror, decline the scan step as in the headline.
+
 The ``split`` of every case was fixed when the corpus was collected (every third case in the
 order the reports were found is held out). Tune on the ``tuned`` part only; report both.
 
-    python bench/interview.py [--steps 8] [--verbose] [--json]
+    python bench/interview.py [--steps 8] [--verbose] [--json] [--mirrors DIR]
 
 It prints figures and exits 0 (a malformed corpus file: one line, exit 2).
 """
