@@ -285,7 +285,8 @@ class Analysis:
             k, k_node, dflt = self._count(loop.count)
             it = getattr(loop.node, "iter", None)
             if k is None and isinstance(it, ast.Call) and it.args and text(it.func) == "range":
-                k_node = it.args[-1] if len(it.args) <= 2 else None
+                # expanded like the conditions and flags it is matched against
+                k_node = loop.count_node or (it.args[-1] if len(it.args) <= 2 else None)
             tail = self._tail(loop, s)
             if tail is not None and k is not None:
                 k += 1

@@ -18,6 +18,7 @@ class LoopCtx:
     index_var: str | None = None  # name bound to the integer position (range / enumerate)
     over_loader: bool = False
     is_while: bool = False
+    count_node: ast.expr | None = None  # range(K)'s K as written, names expanded like conditions
 
     @property
     def where(self) -> str:

@@ -317,7 +317,24 @@ class Statements(WalkerCore):
         else:
             over_loader = it.kind == V.LOADER or (V.DATA in it.taint and it.kind != V.RANGE)
         self.assign(target, elem, None, frame, ctx, stmt)
-        loop = LoopCtx(stmt, label, stmt.lineno, it, count, index_var, over_loader)
+        count_node = None
+        call = stmt.iter
+        if (
+            isinstance(call, ast.Call)
+            and getattr(call.func, "id", "") == "enumerate"
+            and call.args
+            and isinstance(call.args[0], ast.Call)
+        ):
+            call = call.args[0]
+        if (
+            isinstance(call, ast.Call)
+            and getattr(call.func, "id", "") == "range"
+            and 1 <= len(call.args) <= 2
+        ):
+            count_node = self.expand(call.args[-1], frame)
+        loop = LoopCtx(
+            stmt, label, stmt.lineno, it, count, index_var, over_loader, count_node=count_node
+        )
         self.walk_block(stmt.body, frame, (*ctx, loop))
         self.walk_block(stmt.orelse, frame, ctx)
 
