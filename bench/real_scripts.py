@@ -1,0 +1,110 @@
+"""The scanner on real public training code: how often a script leads with a catalogued cause.
+
+Every repository mirrored under ``--mirrors`` (bare git dirs ``<owner>+<name>/repo``, as the
+workplace's fetch leaves them) is read at HEAD: its Python files go to a cache outside this
+repository, and each file that sets up distributed training (DistributedDataParallel,
+init_process_group, an accelerate Accelerator) is scanned with its folder, as
+``ddpadvisor --script`` would. Code at HEAD is mostly correct, so a cause leading at or above
+``--bar`` is a confident finding to read by hand: a false positive, or a real bug.
+
+    python bench/real_scripts.py [--mirrors /work/.mirror] [--bar 0.3]
+
+Prints one line per confident file and the totals; exits 0 (2 when no mirror is there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+MIRRORS = Path(os.environ.get("DDPADVISOR_MIRRORS", "/work/.mirror"))
+CACHE = Path(os.environ.get("DDPADVISOR_SCRIPT_CACHE", Path.home() / ".cache" / "ddpadvisor-bench"))
+DISTRIBUTED = re.compile(r"DistributedDataParallel|init_process_group|Accelerator\(")
+CATCH_ALL = "other"
+
+
+def checkout(git_dir: Path, cache: Path) -> Path | None:
+    """HEAD's Python files of one mirror, extracted once into the cache."""
+    head = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if head.returncode != 0:
+        return None
+    folder = cache / f"{git_dir.parent.name}@{head.stdout.strip()[:12]}"
+    if folder.is_dir():
+        return folder
+    done = subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(git_dir),
+            "archive",
+            "--format=tar",
+            "HEAD",
+            "--",
+            ":(glob)**/*.py",
+        ],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return None
+    part = folder.with_name(folder.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+        tar.extractall(part, filter="data")
+    part.rename(folder)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mirrors", type=Path, default=MIRRORS, help="folder of bare git mirrors")
+    parser.add_argument(
+        "--bar", type=float, default=0.3, help="a leading score counted as confident"
+    )
+    args = parser.parse_args(argv)
+
+    from ddpadvisor.evidence.script_scan import scan_script
+    from ddpadvisor.service import load_engine
+
+    repos = sorted(p for p in args.mirrors.glob("*+*/repo") if p.is_dir())
+    if not repos:
+        print(f"error: no mirrors (<owner>+<name>/repo) under {args.mirrors}", file=sys.stderr)
+        return 2
+    engine = load_engine()
+    files = confident = 0
+    for git_dir in repos:
+        folder = checkout(git_dir, CACHE / "heads")
+        if folder is None:
+            print(f"{git_dir.parent.name}: not readable at HEAD, skipped")
+            continue
+        for path in sorted(folder.rglob("*.py")):
+            if not DISTRIBUTED.search(path.read_text(encoding="utf-8", errors="replace")):
+                continue
+            files += 1
+            gathered = scan_script(engine.kb, path)
+            top = engine.diagnose(list(gathered.observations)).causes[0]
+            if top.id != CATCH_ALL and top.score >= args.bar:
+                confident += 1
+                print(f"{top.score:.2f} {top.id:36} {path.relative_to(CACHE / 'heads')}")
+    print(f"repositories {len(repos)}, distributed files scanned {files}")
+    print(f"leading with a catalogued cause at >= {args.bar:.2f}: {confident}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
