@@ -205,26 +205,32 @@ def script_file(ref: ScriptRef, mirrors: Path = MIRRORS, cache: Path = SCRIPT_CA
     if not git_dir.is_dir():
         return None
     top = str(PurePosixPath(ref.path).parent)
+    if not extract_python(git_dir, ref.commit, folder, top):
+        return None
+    return target if target.is_file() else None
+
+
+def extract_python(git_dir: Path, commit: str, folder: Path, top: str = ".") -> bool:
+    """The Python files under ``top`` of a mirror at ``commit``, extracted into ``folder``
+    whole or not at all (a later run finds a complete copy). False when git cannot read them."""
     spec = ":(glob)**/*.py" if top == "." else f":(glob){top}/**/*.py"
     done = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "archive", "--format=tar", ref.commit, "--", spec],
+        ["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit, "--", spec],
         capture_output=True,
         check=False,
     )
     if done.returncode != 0:
-        return None
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".part-"))
+        return False
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".part-"))
     try:
         with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
             tar.extractall(tmp, filter="data")
-        if not (tmp / ref.path).is_file():
-            return None
         shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)  # whole or not at all: a later run finds a complete copy
+        tmp.rename(folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return True
 
 
 def load_cases(folder: Path = CORPUS) -> list[Case]:

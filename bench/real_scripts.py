@@ -15,16 +15,15 @@ Prints one line per confident file and the totals; exits 0 (2 when no mirror is 
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from interview import extract_python  # bench/ is this script's own folder
 
 MIRRORS = Path(os.environ.get("DDPADVISOR_MIRRORS", "/work/.mirror"))
 CACHE = Path(os.environ.get("DDPADVISOR_SCRIPT_CACHE", Path.home() / ".cache" / "ddpadvisor-bench"))
@@ -43,31 +42,9 @@ def checkout(git_dir: Path, cache: Path) -> Path | None:
     if head.returncode != 0:
         return None
     folder = cache / f"{git_dir.parent.name}@{head.stdout.strip()[:12]}"
-    if folder.is_dir():
+    if folder.is_dir() or extract_python(git_dir, head.stdout.strip(), folder):
         return folder
-    done = subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(git_dir),
-            "archive",
-            "--format=tar",
-            "HEAD",
-            "--",
-            ":(glob)**/*.py",
-        ],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        return None
-    part = folder.with_name(folder.name + ".part")
-    shutil.rmtree(part, ignore_errors=True)
-    part.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
-        tar.extractall(part, filter="data")
-    part.rename(folder)
-    return folder
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
