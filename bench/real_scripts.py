@@ -15,7 +15,6 @@ Prints one line per confident file and the totals; exits 0 (2 when no mirror is 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -23,10 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from interview import extract_python  # bench/ is this script's own folder
+from interview import MIRRORS, extract_python  # bench/ is this script's own folder
+from interview import SCRIPT_CACHE as CACHE
 
-MIRRORS = Path(os.environ.get("DDPADVISOR_MIRRORS", "/work/.mirror"))
-CACHE = Path(os.environ.get("DDPADVISOR_SCRIPT_CACHE", Path.home() / ".cache" / "ddpadvisor-bench"))
 DISTRIBUTED = re.compile(r"DistributedDataParallel|init_process_group|Accelerator\(")
 CATCH_ALL = "other"
 
