@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from test_tui_support import FakeRunner, fixture_engine, probe_runner, write_trace
+from test_tui_support import FakeRunner, fixture_engine, probe_runner, run_settled, write_trace
 from textual.message import Message
 from textual.widgets import DataTable, Input
 
@@ -167,10 +167,7 @@ def test_full_session(tmp_path: Path) -> None:
 
         # Run a (fake) probe: progress messages, a per-rank table, evidence added.
         await pilot.press("r")
-        await pilot.pause()
-        assert isinstance(app.screen, RunScreen)
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await run_settled(pilot)
         assert len(of_type(messages, RunStarted)) == 1
         steps = [m.progress.done for m in of_type(messages, RunProgressed)]
         assert steps == [1, 2, 3]
@@ -316,8 +313,7 @@ def test_probe_offered_as_the_next_step_runs_that_probe() -> None:
         prompt = screen.prompt
         assert prompt is not None and prompt.how == "probe" and prompt.probe
         await pilot.press("1")  # "Run probe '<name>' now"
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await run_settled(pilot)
         assert [r.probes for r in fake.calls] == [(prompt.probe,)]
         assert of_type(messages, RunFinished)
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tui_support import fixture_engine, write_trace
+from test_tui_support import fixture_engine, run_settled, write_trace
 
 from ddpadvisor.tui.runners import (
     RunProgress,
@@ -234,9 +234,7 @@ def test_real_probe_run_from_the_tui(tmp_path: Path, engine) -> None:  # type: i
         async with app.run_test(size=(80, 24), message_hook=seen.append) as pilot:
             await pilot.pause()
             app.start_probes(("env", "sampler"))
-            await pilot.pause()
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+            await run_settled(pilot)
             finished = [m for m in seen if isinstance(m, RunFinished)]
             assert finished and not finished[0].outcome.failed, finished
             assert any(isinstance(m, RunProgressed) and m.progress.done == 2 for m in seen)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tui_support import fixture_engine, probe_runner, write_trace
+from test_tui_support import fixture_engine, probe_runner, run_settled, write_trace
 from textual.widgets import Input
 
 from ddpadvisor.tui.app import DDPAdvisorApp, create_app
@@ -68,9 +68,7 @@ def test_probe_run(snap_compare: Any, tmp_path: Path) -> None:
         app: DDPAdvisorApp = pilot.app
         await pilot.pause()
         app.start_probes(("sampler",))
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await run_settled(pilot)
 
     assert snap_compare(app_with(tmp_path), terminal_size=SMALL, run_before=run_probe)
 

@@ -16,11 +16,35 @@ from ddpadvisor.kb.load import load_kb
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.tui.runners import ProgressFn, RankRow, RunOutcome, RunProgress, RunRequest
+from ddpadvisor.tui.screens.run import RunScreen
 from ddpadvisor.tui.session import Session, format_value
 
 FIXTURE_KB = Path(__file__).resolve().parent / "snapshots" / "kb"
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+
+
+async def run_settled(pilot: Any, *, rounds: int = 1000) -> RunScreen:
+    """Wait, on conditions rather than on time, until the run screen has shown its outcome.
+
+    ``pilot.pause()`` alone waits until the CPU looks idle, which a loaded CI machine can
+    report before the run's worker has even been created; a snapshot taken then shows the
+    indeterminate progress bar, and ``workers.wait_for_complete()`` has nothing to wait on."""
+    screen: RunScreen | None = None
+    for _ in range(rounds):
+        current = pilot.app.screen
+        if isinstance(current, RunScreen) and current.worker is not None:
+            screen = current
+            break
+        await pilot.pause()
+    if screen is None or screen.worker is None:
+        raise AssertionError("no run screen with a worker appeared")
+    await screen.worker.wait()
+    for _ in range(rounds):
+        await pilot.pause()
+        if not screen.running:
+            return screen
+    raise AssertionError("the run's worker ended but the screen never showed its outcome")
 
 
 def fixture_engine() -> Engine:

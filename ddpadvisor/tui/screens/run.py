@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Footer
+from textual.worker import Worker
 
 from ddpadvisor.tui.messages import RunEnded, RunFinished, RunProgressed, RunStarted
 from ddpadvisor.tui.runners import Runner, RunOutcome, RunProgress, RunRequest
@@ -28,6 +29,7 @@ class RunScreen(ModalScreen[RunOutcome | None]):
         self.runner = runner
         self.running = False
         self.outcome: RunOutcome | None = None
+        self.worker: Worker[None] | None = None
 
     @property
     def advisor(self) -> DDPAdvisorApp:
@@ -41,7 +43,7 @@ class RunScreen(ModalScreen[RunOutcome | None]):
         self.advisor.localise(self)
         self.running = True
         self.post_message(RunStarted(self.request))
-        self.execute()
+        self.worker = self.execute()
 
     @work(exclusive=True, group="run")
     async def execute(self) -> None:
