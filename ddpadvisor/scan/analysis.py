@@ -180,7 +180,18 @@ class Analysis:
     @cached_property
     def main_backward(self) -> Event | None:
         with_fwd = [b for b in self.backwards if V.FWD in self.loss_of(b).taint]
-        pool = with_fwd or self.backwards
+        # A file can also train a plain model (a single-process baseline, a test's reference
+        # run): the backward through DDP (its wrapped forward, or accelerate's backward) is the
+        # one the diagnosis is about.
+        distributed = [
+            b
+            for b in self.backwards
+            if "route:ddp" in self.loss_of(b).taint
+            or (b.recv is not None and b.recv.kind == V.ACCELERATOR)
+        ]
+        pool = (
+            [b for b in distributed if b in with_fwd] or distributed or with_fwd or self.backwards
+        )
         # The training backward is the one inside the most loops (warm-up passes sit outside).
         return max(pool, key=lambda b: (len(b.loops()), -b.seq)) if pool else None
 
