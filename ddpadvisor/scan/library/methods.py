@@ -75,6 +75,12 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
         return _lightning_fit(w, ev, recv, frame, ctx)
     if kind == V.ARGPARSER:
         return _parser_method(w, ev, recv, method, frame)
+    if kind is None and method in ("parse_args", "parse_known_args"):
+        # A parser handed through a helper the scan cannot read (``parser = wrap(parser)``):
+        # its values come from the command line, defaults unknown.
+        ns = w.new_obj(V.ARGS, node, frame, canon="argparse.Namespace")
+        out = Val(kind=V.ARGS, ref=ns.ref)
+        return Val(items=(out, UNKNOWN)) if method == "parse_known_args" else out
     if kind == V.DATASET and method == "shard":
         index = ev.kwargs.get("index")
         new = w.new_obj(V.DATASET, node, frame, canon="shard", kwargs=dict(ev.kwargs))

@@ -417,7 +417,10 @@ KNOWN_HEADS = {
 def cli_switched(e: Event) -> bool:
     """Under an ``if`` that a command-line value decides (``if args.sync_bn:``): whether it
     ran depends on the run's flags, which the scan does not know."""
-    return any(isinstance(c, CondCtx) and V.ARGDEFAULT in c.taint for c in e.ctx)
+    # A flag whose default is not read (the parser went through an opaque helper) too.
+    return any(
+        isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint) for c in e.ctx
+    )
 
 
 def exclusive(a: Event, b: Event) -> bool:

@@ -166,6 +166,14 @@ def data_sharding(rc: RuleContext) -> None:
             f"{loader.where}: dataset built elsewhere; whether it splits by rank is not decided"
         )
         return
+    split = _model_parallel(rc)
+    if split is not None:
+        rc.warn(
+            f"{split.where}: {apis.last(split.name)}() sets up model parallelism; the ranks of "
+            "one tensor or pipeline group read the same batches, so an unsharded DataLoader "
+            f"({loader.where}) may be right; sharding across data-parallel groups not decided"
+        )
+        return
     how = "DataLoader(shuffle=True)" if shuffle is True else "DataLoader"
     rc.emit(
         fact,
@@ -173,6 +181,30 @@ def data_sharding(rc: RuleContext) -> None:
         loader.where,
         f"{how} without a DistributedSampler: every rank reads the same batches ({loader.where})",
     )
+
+
+# Calls that split the model over ranks (Megatron / fairscale model-parallel groups, PyTorch
+# tensor parallelism, DeepSpeed pipelines): ranks of one model-parallel group must see the same
+# data, only data-parallel groups read different shards.
+_MODEL_PARALLEL = {
+    "initialize_model_parallel",
+    "parallelize_module",
+    "PipelineModule",
+    "ColwiseParallel",
+    "RowwiseParallel",
+    "SequenceParallel",
+}
+
+
+def _model_parallel(rc: RuleContext) -> Event | None:
+    for e in rc.a.calls():
+        if apis.last(e.name) in _MODEL_PARALLEL:
+            return e
+        if apis.last(e.name) == "init_device_mesh" and len(e.args) > 1:
+            shape = e.args[1]
+            if shape.items and len(shape.items) > 1:  # a 2-D mesh: data x model parallel
+                return e
+    return None
 
 
 _RANDOM_DRAWS = {"randint", "randperm", "choice", "permutation", "integers", "sample"}
