@@ -541,7 +541,21 @@ class Expressions(WalkerCore):
         obj = self.obj(model)
         if obj is not None and "hf_class" in obj.extra and "labels" in ev.kwargs:
             taint |= {V.MEAN_RED}
+        own = _own_loss_reduction(self._model_class(obj))
+        if own is not None:
+            taint |= {own}
         return Val(taint=frozenset(taint))
+
+    def _model_class(self, obj: Obj | None) -> ClassInfo | None:
+        """The user's module class behind a model value, through a DDP / accelerate wrapper."""
+        for _ in range(4):
+            if obj is None:
+                return None
+            info = obj.extra.get("class")
+            if isinstance(info, ClassInfo):
+                return info
+            obj = self.objects.get(obj.wraps) if obj.wraps is not None else None
+        return None
 
     def criterion_call(self, crit: Val, ev: Event) -> Val:
         base = merge(*ev.args, *ev.kwargs.values())
@@ -561,3 +575,31 @@ class Expressions(WalkerCore):
     def method_call(self, ev: Event, recv: Val, method: str, frame: Frame, ctx: Ctx) -> Val:
 
         return library.method_call(self, ev, recv, method, frame, ctx)
+
+
+_LOSS_CALLS = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss")
+
+
+def _own_loss_reduction(info: ClassInfo | None) -> str | None:
+    """A model whose ``forward`` returns its own loss (nanoGPT-style ``return F.cross_entropy(
+    ..., reduction="sum")``): that loss's reduction, when every such return agrees."""
+    found = info.find_method("forward") if info is not None else None
+    if found is None:
+        return None
+    seen: set[str] = set()
+    for node in ast.walk(found[1]):
+        if not isinstance(node, ast.Return) or not isinstance(node.value, ast.Call):
+            continue
+        call = node.value
+        name = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+        name = name or (call.func.id if isinstance(call.func, ast.Name) else "")
+        if name not in _LOSS_CALLS:
+            continue
+        red = next((k.value for k in call.keywords if k.arg == "reduction"), None)
+        if red is None:
+            seen.add(V.MEAN_RED)
+        elif isinstance(red, ast.Constant) and red.value in ("sum", "mean"):
+            seen.add(V.SUM_RED if red.value == "sum" else V.MEAN_RED)
+        else:
+            return None
+    return seen.pop() if len(seen) == 1 else None

@@ -7,7 +7,7 @@ import ast
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.analysis import Analysis, text
+from ddpadvisor.scan.analysis import Accum, Analysis, text
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.library import hf_trainer, lightning
@@ -235,6 +235,16 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
             f"{b.where}: loss divided by {text(divs[0].expr)}; not sure it is the accumulation count"
         )
         return
+    scaled = _grads_divided(accum, k_names)
+    if scaled is not None:
+        rc.emit(
+            "loss_divided_by_accum",
+            True,
+            scaled[1],
+            f"accumulated gradients divided by {scaled[0]} before the step: the same as "
+            "dividing the loss",
+        )
+        return
     k = f"the {accum.k} accumulation steps" if accum.k else "the accumulation count"
     rc.emit(
         "loss_divided_by_accum",
@@ -242,6 +252,50 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
         b.where,
         f"{text(b.node)} on a loss not divided by {k} ({b.where})",
     )
+
+
+def _grads_divided(accum: Accum, k_names: set[str]) -> tuple[str, str] | None:
+    """``p.grad /= k`` (or ``p.grad.div_(k)``) in the loop that steps, by the accumulation
+    count: (the divisor as written, where)."""
+    step = accum.step
+    loops = step.loops() if step is not None else []
+    if step is None or not loops:
+        return None
+    label = step.where.rsplit(":", 1)[0]
+
+    def is_count(node: ast.AST) -> bool:
+        t = text(node, 200)
+        value = node.value if isinstance(node, ast.Constant) else None
+        return (
+            t in k_names
+            or (accum.k is not None and value == accum.k)
+            or any(w in t.lower() for w in ("accum", "grad_acc", "micro"))
+        )
+
+    # the loop that holds both the micro-steps and the step (steps may sit in a loop of their own)
+    micro = accum.micro_loop
+    around = [x for x in loops if micro is None or any(n is micro.node for n in ast.walk(x.node))]
+    for sub in ast.walk((around or loops)[-1].node):
+        divisor: ast.AST | None = None
+        if (
+            isinstance(sub, ast.AugAssign)
+            and isinstance(sub.op, ast.Div)
+            and isinstance(sub.target, ast.Attribute)
+            and sub.target.attr == "grad"
+        ):
+            divisor = sub.value
+        elif (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Attribute)
+            and sub.func.attr in ("div_", "true_divide_")
+            and isinstance(sub.func.value, ast.Attribute)
+            and sub.func.value.attr == "grad"
+            and sub.args
+        ):
+            divisor = sub.args[0]
+        if divisor is not None and is_count(divisor):
+            return text(divisor), f"{label}:{getattr(sub, 'lineno', 0)}"
+    return None
 
 
 def _zero_grad(rc: RuleContext, acc: object) -> None:
@@ -580,7 +634,17 @@ def comm_hook(rc: RuleContext) -> None:
         rc.emit(fact, True, e.where, f"gradients all-reduced by hand after backward ({e.where})")
         loop = e.loops()[-1] if e.loops() else None
         body = loop.node if loop is not None else e.node
-        _averages_in(rc, body, e.where, "the hand-written gradient all-reduce")
+        b = a.main_backward
+        summed = b is not None and V.SUM_RED in a.loss_of(b).taint
+        if summed and not _reduce_averages(e.node):
+            # A loss summed over samples, summed over ranks: the gradient of the whole global
+            # batch, as one GPU computes it for the same summed loss; no W-times mismatch.
+            rc.warn(
+                f"{e.where}: gradients summed across ranks of a loss summed over samples; "
+                "their scale matches one GPU on the global batch"
+            )
+        else:
+            _averages_in(rc, body, e.where, "the hand-written gradient all-reduce")
     if hooks or manual:
         rc._sort_fault("comm_hook_averages", False)
         return
@@ -618,6 +682,14 @@ def _hook_averages(rc: RuleContext, reg: Event) -> None:
         )
 
 
+def _reduce_averages(node: ast.AST) -> bool:
+    """An all-reduce call whose op is ReduceOp.AVG (positional or ``op=``): it averages."""
+    if not isinstance(node, ast.Call):
+        return False
+    ops = [k.value for k in node.keywords if k.arg == "op"] + node.args[1:2]
+    return any(dotted(op).endswith("AVG") for op in ops)
+
+
 def _averages_in(rc: RuleContext, node: ast.AST, where: str, what: str) -> None:
     """Does this code divide the all-reduced sum by the world / group size?"""
     reduces = False
@@ -626,6 +698,9 @@ def _averages_in(rc: RuleContext, node: ast.AST, where: str, what: str) -> None:
             "all_reduce",
             "allreduce",
         ):
+            if _reduce_averages(sub):
+                rc.emit("comm_hook_averages", True, where, f"{what} uses ReduceOp.AVG")
+                return
             reduces = True
         divisor: ast.AST | None = None
         if isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Div, ast.FloorDiv)):
