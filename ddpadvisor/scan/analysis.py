@@ -192,8 +192,17 @@ class Analysis:
         pool = (
             [b for b in distributed if b in with_fwd] or distributed or with_fwd or self.backwards
         )
-        # The training backward is the one inside the most loops (warm-up passes sit outside).
-        return max(pool, key=lambda b: (len(b.loops()), -b.seq)) if pool else None
+        if not pool:
+            return None
+        # The training backward is the one inside the most loops (warm-up passes sit outside);
+        # of loop nests equally deep, the last one run (a compile warm-up loop runs before
+        # the training loop); within one loop, the first backward (a GAN's D before its G).
+        depth = max(len(b.loops()) for b in pool)
+        deepest = [b for b in pool if len(b.loops()) == depth]
+        if depth == 0:
+            return min(deepest, key=lambda b: b.seq)
+        last_nest = max(deepest, key=lambda b: b.seq).loops()[-1]
+        return min((b for b in deepest if b.loops()[-1] is last_nest), key=lambda b: b.seq)
 
     def is_optimizer_step(self, e: Event) -> bool:
         if e.kind != "call" or e.method != "step":
