@@ -536,8 +536,14 @@ class Expressions(WalkerCore):
 
     def forward(self, model: Val, ev: Event) -> Val:
         route = model.kind or "unknown"
-        base = merge(*ev.args, *ev.kwargs.values())
-        taint = base.taint | {V.FWD, f"route:{route}", f"model:{model.ref}", f"fwdseq:{ev.seq}"}
+        base = merge(*_graph_cut(ev))
+        taint = base.taint | {
+            V.FWD,
+            f"route:{route}",
+            f"model:{model.ref}",
+            f"fwdseq:{ev.seq}",
+            f"fwdof:{model.ref}:{ev.seq}",
+        }
         obj = self.obj(model)
         if obj is not None and "hf_class" in obj.extra and "labels" in ev.kwargs:
             taint |= {V.MEAN_RED}
@@ -603,3 +609,25 @@ def _own_loss_reduction(info: ClassInfo | None) -> str | None:
         else:
             return None
     return seen.pop() if len(seen) == 1 else None
+
+
+_GRAPH_TAGS = ("route:", "model:", "fwdseq:", "fwdof:")
+
+
+def _graph_cut(ev: Event) -> list[Val]:
+    """A call's argument values, where an argument written as ``x.detach()`` carries no
+    autograd history into this forward (a GAN's ``D(fake.detach())`` does not reach G)."""
+    node = ev.node
+    written: list[ast.expr] = list(node.args) if isinstance(node, ast.Call) else []
+    out = []
+    for i, val in enumerate([*ev.args, *ev.kwargs.values()]):
+        arg = written[i] if i < len(written) else None
+        if (
+            isinstance(arg, ast.Call)
+            and isinstance(arg.func, ast.Attribute)
+            and arg.func.attr == "detach"
+        ):
+            kept = frozenset(t for t in val.taint if t != V.FWD and not t.startswith(_GRAPH_TAGS))
+            val = replace(val, taint=kept)
+        out.append(val)
+    return out

@@ -547,6 +547,18 @@ def _models_of(a: Analysis, backward: Event) -> set[str]:
     return {t.split(":", 1)[1] for t in a.loss_of(backward).taint if t.startswith("model:")}
 
 
+def _ddp_forwards(a: Analysis, backward: Event) -> set[str]:
+    """The forward passes of a DDP model (``<ref>:<seq>``) the loss of ``backward`` came from."""
+    ddps = {str(d.ref) for d in a.ddps}
+    out = set()
+    for t in a.loss_of(backward).taint:
+        if t.startswith("fwdof:"):
+            ref, seq = t[len("fwdof:") :].split(":", 1)
+            if ref in ddps:
+                out.add(f"{ref}:{seq}")
+    return out
+
+
 def extra_backward(rc: RuleContext) -> None:
     a = rc.a
     fact = "extra_backward_through_ddp"
@@ -573,6 +585,16 @@ def extra_backward(rc: RuleContext) -> None:
         mine, theirs = _models_of(a, first), _models_of(a, x)
         if mine and theirs and not mine & theirs:
             continue  # another DDP model's own backward (a GAN's second net, a reference copy)
+        stepped = any(first.seq < s.seq < x.seq for s in a.opt_steps)
+        if (
+            stepped
+            and not _ddp_forwards(a, first) & _ddp_forwards(a, x)
+            and set(x.conds()) <= set(first.conds())
+        ):
+            # A later update's own pass (a GAN's generator loss through the discriminator
+            # again, after the discriminator stepped): its own DDP forward, on every step the
+            # first runs, and the first backward's gradients were used up already.
+            continue
         rc.emit(
             fact,
             True,
