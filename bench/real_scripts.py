@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    from ddpadvisor.errors import InputError
     from ddpadvisor.evidence.script_scan import scan_script
     from ddpadvisor.service import load_engine
 
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no mirrors (<owner>+<name>/repo) under {args.mirrors}", file=sys.stderr)
         return 2
     engine = load_engine()
-    files = confident = 0
+    files = confident = unreadable = 0
     for git_dir in repos:
         folder = checkout(git_dir, CACHE / "heads")
         if folder is None:
@@ -70,13 +71,18 @@ def main(argv: list[str] | None = None) -> int:
         for path in sorted(folder.rglob("*.py")):
             if not DISTRIBUTED.search(path.read_text(encoding="utf-8", errors="replace")):
                 continue
+            try:
+                gathered = scan_script(engine.kb, path)
+            except InputError as exc:  # Python 2 files, vendored templates: not scannable
+                unreadable += 1
+                print(f"skipped: {exc.one_line()}")
+                continue
             files += 1
-            gathered = scan_script(engine.kb, path)
             top = engine.diagnose(list(gathered.observations)).causes[0]
             if top.id != CATCH_ALL and top.score >= args.bar:
                 confident += 1
                 print(f"{top.score:.2f} {top.id:36} {path.relative_to(CACHE / 'heads')}")
-    print(f"repositories {len(repos)}, distributed files scanned {files}")
+    print(f"repositories {len(repos)}, distributed files scanned {files}, unparsable {unreadable}")
     print(f"leading with a catalogued cause at >= {args.bar:.2f}: {confident}")
     return 0
 
