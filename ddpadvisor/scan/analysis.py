@@ -164,13 +164,21 @@ class Analysis:
         out = []
         for e in self.calls():
             if (
-                e.method == "backward" and e.recv is not None and e.recv.kind not in (V.OPTIMIZER,)
-            ) or (apis.last(e.name) == "backward" and e.name.endswith("autograd.backward")):
+                (
+                    e.method == "backward"
+                    and e.recv is not None
+                    and e.recv.kind not in (V.OPTIMIZER,)
+                )
+                or (apis.last(e.name) == "backward" and e.name.endswith("autograd.backward"))
+                or (e.method == "manual_backward" and e.args)  # Lightning manual optimization
+            ):
                 out.append(e)
         return [e for e in out if not self.under_no_grad(e)]
 
     @staticmethod
     def loss_of(ev: Event) -> Val:
+        if ev.method == "manual_backward":
+            return ev.args[0]
         if ev.method == "backward" and ev.recv is not None:
             if ev.recv.kind in (V.ACCELERATOR, V.DDP) and ev.args:
                 return ev.args[0]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.context import Ctx, Event
+from ddpadvisor.scan.context import Ctx, Event, LoopCtx
 from ddpadvisor.scan.interp.frames import ClassInfo, Frame, FuncRef
 from ddpadvisor.scan.values import UNKNOWN, Val, merge
 
@@ -63,6 +63,11 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
             return Val(kind="state")
         if method in apis.MODEL_NON_FORWARD:
             return merge(*args, *ev.kwargs.values())
+        if method == "optimizers" and obj is not None and "pl_optimizers" in obj.extra:
+            opts: list[Val] = obj.extra["pl_optimizers"]
+            return opts[0] if len(opts) == 1 else Val(items=tuple(opts))
+        if method in ("optimizers", "lr_schedulers", "log", "log_dict", "clip_gradients"):
+            return UNKNOWN  # LightningModule plumbing, not a forward pass
         return w.forward(recv, ev)
 
     if kind == V.SCALER:
@@ -248,20 +253,63 @@ def _lightning_fit(w: Walker, ev: Event, recv: Val, frame: Frame, ctx: Ctx) -> V
         loader = w.inline(ref, [], {}, module, ev.node, frame, ctx)  # type: ignore[arg-type]
     if loader is not None:
         trainer.extra["train_loader"] = loader
+    manual = _manual_optimization(info)
     for name in _LIGHTNING_HOOKS:
         found = info.find_method(name)
         if found is None:
             continue
         ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
         args: list[Val] = []
+        at = ctx
         if name == "training_step":
             batch = w.element_of(loader, None) if loader is not None else UNKNOWN
             args = [batch, UNKNOWN]
-        hooks[name] = w.inline(ref, args, {}, module, ev.node, frame, ctx)  # type: ignore[arg-type]
+            if manual:
+                # Manual optimization: the step, zero_grad and any accumulation are the user's
+                # code, run once per batch; the batch loop Lightning drives is made explicit so
+                # the loop rules read training_step as the body of a hand-written loop.
+                at = (*ctx, _batch_loop(ev, frame, loader, found[1]))
+        # Lightning, not the fit() call, passes the hook's arguments: none are fit's own
+        # argument expressions (batch_idx must stay a name the loop conditions can test).
+        call = None if name == "training_step" else ev.node
+        hooks[name] = w.inline(ref, args, {}, module, call, frame, at)  # type: ignore[arg-type]
+        if name == "configure_optimizers":
+            mobj.extra["pl_optimizers"] = _optimizers_in(hooks[name])
     trainer.extra["fit"] = ev
     trainer.extra["hooks"] = hooks
-    trainer.extra["manual"] = _manual_optimization(info)
+    trainer.extra["manual"] = manual
     return UNKNOWN
+
+
+def _batch_loop(ev: Event, frame: Frame, loader: Val | None, step: ast.AST) -> LoopCtx:
+    """The loop over the training batches that Lightning's fit runs around training_step;
+    training_step's second parameter is its batch index."""
+    params = step.args.args if isinstance(step, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    index = params[2].arg if len(params) > 2 else None
+    node = ev.node
+    return LoopCtx(
+        node,
+        frame.scope.module.label,
+        getattr(node, "lineno", 0),
+        loader if loader is not None else UNKNOWN,
+        None,
+        index,
+        over_loader=True,
+    )
+
+
+def _optimizers_in(val: Val) -> list[Val]:
+    """The optimizers configure_optimizers returns: one, a list or tuple of them (first element
+    of an (optimizers, schedulers) pair), or dicts with an "optimizer" key."""
+    if val.kind == V.OPTIMIZER:
+        return [val]
+    found = val.get("optimizer")
+    if found is not None:
+        return _optimizers_in(found)
+    out: list[Val] = []
+    for item in val.items or ():
+        out.extend(_optimizers_in(item))
+    return out
 
 
 def _manual_optimization(info: ClassInfo) -> bool | None:
@@ -275,7 +323,13 @@ def _manual_optimization(info: ClassInfo) -> bool | None:
             ):
                 value = node.value
                 return isinstance(value, ast.Constant) and value.value is False
-    return False
+    # self.manual_backward() only works under manual optimization (a class cut short, as in a
+    # forum post, may not show the switch itself)
+    return any(
+        isinstance(node, ast.Attribute) and node.attr == "manual_backward"
+        for cls in info.mro()
+        for node in ast.walk(cls.node)
+    )
 
 
 def _parser_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -> Val:

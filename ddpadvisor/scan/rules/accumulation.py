@@ -8,7 +8,7 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Accum, Analysis, text
-from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.context import Ctx, Event
 from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.library import hf_trainer, lightning
 from ddpadvisor.scan.rules.base import (
@@ -68,7 +68,7 @@ def accumulation(rc: RuleContext) -> None:
             "HF Trainer zeroes gradients once per optimizer step",
         )
         return
-    if rc.pl:
+    if rc.pl and not _pl_manual(rc):
         _lightning_accumulation(rc)
         return
     if acc.style == "framework":
@@ -144,6 +144,13 @@ def _is_model_factory(name: str) -> bool:
     return name in ("from_pretrained", "from_config", "get_peft_model") or name.endswith(
         ("Model", "ForCausalLM", "LMHeadModel", "ForSequenceClassification")
     )
+
+
+def _pl_manual(rc: RuleContext) -> bool:
+    """Lightning with manual optimization: training_step runs backward, step and zero_grad
+    itself, so its accumulation is read as a hand-written loop's."""
+    tr = rc.pl_trainer()
+    return bool(tr is not None and tr.extra.get("manual"))
 
 
 def _lightning_k(rc: RuleContext) -> tuple[int | None, str]:
@@ -298,6 +305,28 @@ def _grads_divided(accum: Accum, k_names: set[str]) -> tuple[str, str] | None:
     return None
 
 
+def _zero_grad_by_structure(rc: RuleContext, accum: Accum, zs: list[Event], scope: Ctx) -> None:
+    """The count defaults to 1 (a command-line or constructor default), so simulating it says
+    nothing; the structure does: a zero_grad() outside the ``if`` that steps runs on every
+    micro-step whenever the run accumulates."""
+    guard = accum.boundary
+    if guard is None:
+        return
+    # unconditional within the micro-step (a second optimizer's own guarded zero_grad is not)
+    outside = [z for z in zs if not any(c not in scope for c in z.conds())]
+    if outside:
+        z = outside[0]
+        rc.emit(
+            "zero_grad_every_micro_step",
+            True,
+            z.where,
+            f"zero_grad() ({z.where}) outside the step's condition ({guard.file}:{guard.line}): "
+            "with accumulation on, only the last micro-batch's gradient survives",
+        )
+        return
+    rc.emit("zero_grad_every_micro_step", False, zs[0].where, "zero_grad() only when it steps")
+
+
 def _zero_grad(rc: RuleContext, acc: object) -> None:
     a = rc.a
     accum = a.accum
@@ -305,6 +334,9 @@ def _zero_grad(rc: RuleContext, acc: object) -> None:
     if win is None:
         return
     zs = [z for z in a.zero_grads if a.in_window(z, win)]
+    if zs and accum.style == "modulo" and accum.k_default and (accum.k or 0) < 2:
+        _zero_grad_by_structure(rc, accum, zs, win.scope)
+        return
     if not zs:
         if not a.zero_grads:
             rc.warn(f"{rc.label}: no zero_grad() found: gradients may grow without bound")

@@ -104,6 +104,24 @@ def loop_kind(rc: RuleContext) -> None:
         or (e.recv is not None and e.recv.kind is None and "trainer" in recv_text(e).lower())
     ]
     if fits:
+        tr = rc.pl_trainer() if rc.pl else None
+        if tr is None or "hooks" not in tr.extra:
+            # the LightningModule's class is not in view (an excerpt, a module not read):
+            # under manual optimization its training_step would be the user's own loop
+            rc.warn(
+                f"{fits[0].where}: the LightningModule's code is not read; loop kind not decided"
+            )
+            return
+        if tr.extra.get("manual"):
+            # the slips this fact stands for (step, zero_grad, accumulation) are the user's own
+            rc.emit(
+                fact,
+                True,
+                fits[0].where,
+                "Lightning manual optimization: training_step runs backward, step and "
+                "zero_grad itself",
+            )
+            return
         rc.emit(fact, False, fits[0].where, "a Lightning Trainer runs the loop")
         return
     b = a.main_backward
