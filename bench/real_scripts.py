@@ -5,7 +5,8 @@ workplace's fetch leaves them) is read at HEAD: its Python files go to a cache o
 repository, and each file that sets up distributed training (DistributedDataParallel,
 init_process_group, an accelerate Accelerator) is scanned with its folder, as
 ``ddpadvisor --script`` would. Code at HEAD is mostly correct, so a cause leading at or above
-``--bar`` is a confident finding to read by hand: a false positive, or a real bug.
+``--bar`` is a confident finding to read by hand: a false positive, or a real bug. Files of test
+suites are counted apart (their losses are synthetic and some faults deliberate).
 
     python bench/real_scripts.py [--mirrors /work/.mirror] [--bar 0.3]
 
@@ -18,6 +19,7 @@ import argparse
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -27,6 +29,13 @@ from interview import SCRIPT_CACHE as CACHE
 
 DISTRIBUTED = re.compile(r"DistributedDataParallel|init_process_group|Accelerator\(")
 CATCH_ALL = "other"
+
+
+def is_test_file(rel: Path) -> bool:
+    """A file of a test suite (``tests/``, ``test_*.py``) rather than a training script."""
+    return rel.name.startswith("test_") or any(
+        p in ("tests", "test", "unit_tests") for p in rel.parts[:-1]
+    )
 
 
 def checkout(git_dir: Path, cache: Path) -> Path | None:
@@ -63,12 +72,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     engine = load_engine()
     files = confident = unreadable = 0
+    in_tests = Counter[str]()
     for git_dir in repos:
         folder = checkout(git_dir, CACHE / "heads")
         if folder is None:
             print(f"{git_dir.parent.name}: not readable at HEAD, skipped")
             continue
-        for path in sorted(folder.rglob("*.py")):
+        for path in sorted(p for p in folder.rglob("*.py") if p.is_file()):
             if not DISTRIBUTED.search(path.read_text(encoding="utf-8", errors="replace")):
                 continue
             try:
@@ -78,12 +88,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipped: {exc.one_line()}")
                 continue
             files += 1
+            test = is_test_file(path.relative_to(folder))
+            in_tests["files"] += test
             top = engine.diagnose(list(gathered.observations)).causes[0]
             if top.id != CATCH_ALL and top.score >= args.bar:
                 confident += 1
-                print(f"{top.score:.2f} {top.id:36} {path.relative_to(CACHE / 'heads')}")
+                in_tests["confident"] += test
+                mark = "  (test suite)" if test else ""
+                print(f"{top.score:.2f} {top.id:36} {path.relative_to(CACHE / 'heads')}{mark}")
     print(f"repositories {len(repos)}, distributed files scanned {files}, unparsable {unreadable}")
     print(f"leading with a catalogued cause at >= {args.bar:.2f}: {confident}")
+    print(
+        f"  of which in test suites (not training jobs: synthetic losses, deliberate faults): "
+        f"{in_tests['confident']} of {in_tests['files']} test files"
+    )
     return 0
 
 
