@@ -305,3 +305,19 @@ def test_a_scan_step_runs_the_scanner_on_the_reporters_script(tmp_path: Path) ->
     assert any(k in bench.SCAN_KINDS and o == "answered" for k, _, o in scanned.steps)
     assert scanned.rank_final == 1  # the scan reads the missing DistributedSampler
     assert without.rank_final > 1
+
+
+def test_script_first_scans_before_any_question_and_counts_as_a_step(tmp_path: Path) -> None:
+    mirrors, before = _mirror(tmp_path)
+    path = bench.script_file(
+        bench.ScriptRef("owner/name", before, "src/train.py"), mirrors, tmp_path / "cache"
+    )
+    assert path is not None
+    engine = load_engine()
+    case = _case(answers={"world_size": 4})
+    first = bench.replay(engine, case, 8, None, script=path, script_first=True)
+    assert first.steps[0] == ("script", "the launched script", "answered")
+    assert first.first_at == 1  # the scan alone puts the missing sampler first
+    # without a script on disk the mode changes nothing
+    plain = bench.replay(engine, case, 8, None, script_first=True)
+    assert plain.steps == bench.replay(engine, case, 8, None).steps
