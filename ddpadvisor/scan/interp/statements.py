@@ -101,11 +101,7 @@ class Statements(WalkerCore):
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             self.walk_with(stmt, frame, ctx)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            self.walk_block(stmt.body, frame, ctx)  # type: ignore[attr-defined]
-            for handler in stmt.handlers:  # type: ignore[attr-defined]
-                self.walk_block(handler.body, frame, ctx)
-            self.walk_block(stmt.orelse, frame, ctx)  # type: ignore[attr-defined]
-            self.walk_block(stmt.finalbody, frame, ctx)  # type: ignore[attr-defined]
+            self.walk_try(stmt, frame, ctx)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             ref = FuncRef(stmt, frame.scope, frame if frame.name != "<module>" else None)
             self.functions.append(ref)
@@ -133,6 +129,24 @@ class Statements(WalkerCore):
             self.eval(stmt.subject, frame, ctx)  # type: ignore[attr-defined]
             for case in stmt.cases:  # type: ignore[attr-defined]
                 self.walk_block(case.body, frame, ctx)
+
+    def walk_try(self, stmt: ast.stmt, frame: Frame, ctx: Ctx) -> None:
+        """The body is the reading that holds after a ``try``: it is the path the code was
+        written for (``world_size = int(os.environ["WORLD_SIZE"])`` with a fallback of 1, an
+        optional import with a ``None`` stand-in). Each handler is read from the state before
+        the ``try``; its bindings hold afterwards only when the body cannot fall through."""
+        body: list[ast.stmt] = stmt.body  # type: ignore[attr-defined]
+        before, before_exprs = dict(frame.locals), dict(frame.exprs)
+        self.walk_block(body, frame, ctx)
+        self.walk_block(stmt.orelse, frame, ctx)  # type: ignore[attr-defined]
+        after, after_exprs = dict(frame.locals), dict(frame.exprs)
+        handlers = stmt.handlers  # type: ignore[attr-defined]
+        for handler in handlers:
+            _restore(frame, before, before_exprs)
+            self.walk_block(handler.body, frame, ctx)
+        if handlers and not _ends_branch(body):
+            _restore(frame, after, after_exprs)
+        self.walk_block(stmt.finalbody, frame, ctx)  # type: ignore[attr-defined]
 
     def walk_if(self, stmt: ast.If, frame: Frame, ctx: Ctx) -> None:
         if _is_main_guard(stmt.test):
