@@ -509,6 +509,23 @@ def as_json(results: list[Replay], max_steps: int, extractor: bool) -> dict[str,
     }
 
 
+def _print_splits(
+    results: list[Replay],
+    max_steps: int,
+    rows: tuple[int, ...],
+    with_script: dict[str, Path] | None = None,
+) -> None:
+    """One line per split with the chosen rows of :func:`summary`, spaces squeezed."""
+    for split in SPLITS:
+        part = [r for r in results if r.case.split == split]
+        lines = summary(part, max_steps)
+        shown = [" ".join(lines[i].split()) for i in rows]
+        have = ""
+        if with_script is not None:
+            have = f" ({sum(1 for r in part if r.case.name in with_script)} with a script)"
+        print(f"  {split}{have}: " + "; ".join(shown))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8, help="questions or steps per case")
@@ -595,35 +612,18 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"without the code ({with_code} of the {len(cases)} posts show code; pasted with the intake above):"
     )
-    for split in SPLITS:
-        part = [r for r in no_code if r.case.split == split]
-        lines = summary(part, args.steps)
-        shown = [" ".join(line.split()) for line in (*lines[1:3], lines[4])]
-        print(f"  {split}: " + "; ".join(shown))
+    _print_splits(no_code, args.steps, (1, 2, 4))
     print()
     print(
         f"with the reporter's real script (a scan step runs the scanner on the launched file as it "
         f"was; {len(on_disk)} of {len(scripts)} recorded scripts read from {args.mirrors}):"
     )
-    for split in SPLITS:
-        part = [r for r in scanned if r.case.split == split]
-        have = sum(1 for r in part if r.case.name in on_disk)
-        lines = summary(part, args.steps)
-        shown = [" ".join(line.split()) for line in lines[1:4]]
-        print(f"  {split} ({have} with a script): " + "; ".join(shown))
+    _print_splits(scanned, args.steps, (1, 2, 3), on_disk)
     print("  the same, the user scanning the script as their first step (it counts as one):")
-    for split in SPLITS:
-        part = [r for r in scan_first if r.case.split == split]
-        lines = summary(part, args.steps)
-        shown = [" ".join(line.split()) for line in lines[1:4]]
-        print(f"  {split}: " + "; ".join(shown))
+    _print_splits(scan_first, args.steps, (1, 2, 3))
     print()
     print("generous (probe/trace/scan steps may also read the recorded answers; an upper bound):")
-    for split in SPLITS:
-        part = [r for r in generous if r.case.split == split]
-        lines = summary(part, args.steps)
-        shown = [" ".join(line.split()) for line in lines[1:4]]
-        print(f"  {split}: " + "; ".join(shown))
+    _print_splits(generous, args.steps, (1, 2, 3))
     print()
     reoffered = sum(r.reoffered for r in results)
     stuck = sum(r.stuck for r in results)

@@ -291,12 +291,18 @@ def test_script_field_is_none_or_a_full_reference(tmp_path: Path) -> None:
             bench.load_case(case)
 
 
-def test_a_scan_step_runs_the_scanner_on_the_reporters_script(tmp_path: Path) -> None:
+def _reporters_script(tmp_path: Path) -> Path:
+    """The mirror's pre-fix train.py (no DistributedSampler), read through the bench's cache."""
     mirrors, before = _mirror(tmp_path)
     path = bench.script_file(
         bench.ScriptRef("owner/name", before, "src/train.py"), mirrors, tmp_path / "cache"
     )
     assert path is not None
+    return path
+
+
+def test_a_scan_step_runs_the_scanner_on_the_reporters_script(tmp_path: Path) -> None:
+    path = _reporters_script(tmp_path)
     engine = load_engine()
     case = _case(answers={"world_size": 4})  # the reporter cannot say whether a sampler is used
     without = bench.replay(engine, case, 8, None)
@@ -308,11 +314,7 @@ def test_a_scan_step_runs_the_scanner_on_the_reporters_script(tmp_path: Path) ->
 
 
 def test_script_first_scans_before_any_question_and_counts_as_a_step(tmp_path: Path) -> None:
-    mirrors, before = _mirror(tmp_path)
-    path = bench.script_file(
-        bench.ScriptRef("owner/name", before, "src/train.py"), mirrors, tmp_path / "cache"
-    )
-    assert path is not None
+    path = _reporters_script(tmp_path)
     engine = load_engine()
     case = _case(answers={"world_size": 4})
     first = bench.replay(engine, case, 8, None, script=path, script_first=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -592,8 +593,14 @@ def _own_loss_reduction(info: ClassInfo | None) -> str | None:
     found = info.find_method("forward") if info is not None else None
     if found is None:
         return None
+    return _returned_reduction(found[1])
+
+
+@functools.lru_cache(maxsize=1024)
+def _returned_reduction(fn: ast.AST) -> str | None:
+    """Read once per forward definition: every forward call of the model asks again."""
     seen: set[str] = set()
-    for node in ast.walk(found[1]):
+    for node in ast.walk(fn):
         if not isinstance(node, ast.Return) or not isinstance(node.value, ast.Call):
             continue
         call = node.value
