@@ -217,16 +217,10 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
     divs = [op for op in loss.ops if _divides(op)]
     for op in divs:
         t = text(op.expr, 200)
-        low = t.lower()
         value = num(op.val) if op.val.known else None
         if value is not None and op.op == "mul":
             value = 1 / value if value else None
-        if (
-            (accum.k is not None and value == accum.k)
-            or t in k_names
-            or any(w in low for w in ("accum", "grad_acc", "gradient_acc", "accumulation", "micro"))
-            or (iter_text and t == f"len({iter_text})")
-        ):
+        if _names_the_count(t, value, accum, k_names) or (iter_text and t == f"len({iter_text})"):
             rc.emit("loss_divided_by_accum", True, b.where, f"loss divided by {t} before backward")
             return
     if V.NORM_GLOBAL in loss.taint:
@@ -261,6 +255,15 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
     )
 
 
+def _names_the_count(t: str, value: object, accum: Accum, k_names: set[str]) -> bool:
+    """A divisor (as written, and its value when constant) that is the accumulation count."""
+    return (
+        (accum.k is not None and value == accum.k)
+        or t in k_names
+        or any(w in t.lower() for w in ("accum", "grad_acc", "gradient_acc", "micro"))
+    )
+
+
 def _grads_divided(accum: Accum, k_names: set[str]) -> tuple[str, str] | None:
     """``p.grad /= k`` (or ``p.grad.div_(k)``) in the loop that steps, by the accumulation
     count: (the divisor as written, where)."""
@@ -271,13 +274,8 @@ def _grads_divided(accum: Accum, k_names: set[str]) -> tuple[str, str] | None:
     label = step.where.rsplit(":", 1)[0]
 
     def is_count(node: ast.AST) -> bool:
-        t = text(node, 200)
         value = node.value if isinstance(node, ast.Constant) else None
-        return (
-            t in k_names
-            or (accum.k is not None and value == accum.k)
-            or any(w in t.lower() for w in ("accum", "grad_acc", "micro"))
-        )
+        return _names_the_count(text(node, 200), value, accum, k_names)
 
     # the loop that holds both the micro-steps and the step (steps may sit in a loop of their own)
     micro = accum.micro_loop
