@@ -43,6 +43,13 @@ async def run_settled(pilot: Any, *, rounds: int = 1000) -> RunScreen:
     for _ in range(rounds):
         await pilot.pause()
         if not screen.running:
+            # The outcome also re-rendered the screens under the modal (the diagnosis bar).
+            # Those repaint on their own update timer, which pause() does not flush (it
+            # flushes the top screen only): flush them too, as pause() does, rather than
+            # hoping the timer fired before the snapshot.
+            for below in pilot.app._background_screens:
+                below._on_timer_update()
+            await pilot.pause()
             return screen
     raise AssertionError("the run's worker ended but the screen never showed its outcome")
 
