@@ -17,35 +17,18 @@ from __future__ import annotations
 import json
 import math
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from ddpadvisor.i18n import as_lang, text
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.schema import Claim
+from ddpadvisor.kb.terms import CJK, has_cjk, terms
 
 # Below this score a row is not offered as the answer (chosen in bench/claims_lookup.py).
 THRESHOLD = 0.27
 
-_LATIN = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)*")
-_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 _SENTENCE = re.compile(r"[。！？!?；;\n]+|(?<=[a-z)])\.\s+")
 _CLAUSE = re.compile(r"[，,、：:（）()]+")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
-_STOP_WORDS = (
-    "the a an to of and or is in on it be with for your you try that this if by at as "
-    "are do does can could should would will may might not no so then than my me i we "
-    "our they them what which who how when where why there here some any all its into "
-    "from about"
-)
-_STOP = frozenset(_STOP_WORDS.split())
-# Filler bigrams of Chinese forum answers; they say nothing about the advice itself.
-_CJK_FILLER = (
-    "试试 可以 一下 建议 如果 这个 那个 就是 的话 之前 我们 你们 看看 感觉 "
-    "大概 概率 其实 然后 还有 另外 或者 是不 不是 一个 有时 时候 什么 怎么 "
-    "这样 那样 因为 所以 应该 需要 已经 还是 也是 我之 也遇 遇到 到过 过类 类似 似的 的情 情况"
-)
-_CJK_STOP = frozenset(_CJK_FILLER.split())
 # Weight of a query term that no claim contains: it lowers the query's coverage, since the
 # query talks about something else too. An unknown English word is a whole word (wandb,
 # tensorboard) and weighs more than the rarest claim term (idf about 4.1); an unknown Chinese
@@ -58,38 +41,6 @@ _PHRASE_TERMS = 3
 # A claim needs at least this much matched weight (one rare term, or several common ones)
 # for full marks; a query of one generic word (DDP, lr, loss) is no tip at all.
 MIN_EVIDENCE = 5.0
-
-
-def _stem(word: str) -> str:
-    """A light English stemmer: synchronised/synchronized/synchronises share one stem."""
-    word = re.sub(r"is(e|ed|es|ing|ation|ations)$", r"iz\1", word)
-    if word.endswith("ss"):
-        return word
-    for suffix in ("ations", "ation", "ings", "ing", "ies", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
-def terms(text: str) -> set[str]:
-    """Latin words (stemmed, dotted names kept whole and split) and Chinese bigrams."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    out: set[str] = set()
-    for token in _LATIN.findall(text):
-        if _NUMBER.fullmatch(token):
-            out.add(token)
-            continue
-        parts = token.split(".")
-        if len(parts) > 1:
-            out.add(token)
-        out.update(_stem(p) for p in parts if p not in _STOP and (len(p) > 1 or p.isdigit()))
-    for run in _CJK.findall(text):
-        out.update(run[i : i + 2] for i in range(len(run) - 1))
-    return out - _CJK_STOP
-
-
-def has_cjk(text: str) -> bool:
-    return bool(_CJK.search(text))
 
 
 @dataclass(frozen=True)
@@ -149,7 +100,7 @@ class ClaimIndex:
     def _weight(self, t: str) -> float:
         if t in self.idf:
             return self.idf[t]
-        return _UNSEEN_CJK if _CJK.match(t) else _UNSEEN_LATIN
+        return _UNSEEN_CJK if CJK.match(t) else _UNSEEN_LATIN
 
     def score(self, query: frozenset[str], view: View) -> float:
         """sqrt(query coverage x claim coverage), scaled down when little matched at all.
