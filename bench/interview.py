@@ -294,11 +294,28 @@ def _offered(diagnosis: Diagnosis, kb: KnowledgeBase) -> list[tuple[str, tuple[s
     return out
 
 
-def _diagnose(engine: Engine, observations: list[Observation], declined: set[str]) -> Diagnosis:
+def _resemblance(kb: KnowledgeBase, text: str) -> list[Any]:
+    """The causes the pasted text reads like (``ddpadvisor.kb.resemblance`` when it exists)."""
+    try:
+        module = importlib.import_module("ddpadvisor.kb.resemblance")
+    except ImportError:
+        return []
+    return list(module.resemble(kb, [text]))
+
+
+def _diagnose(
+    engine: Engine,
+    observations: list[Observation],
+    declined: set[str],
+    resemblance: list[Any] | None = None,
+) -> Diagnosis:
     params = inspect.signature(engine.diagnose).parameters
+    kwargs: dict[str, Any] = {}
     if "declined" in params:
-        return engine.diagnose(list(observations), declined=set(declined))  # type: ignore[call-arg]
-    return engine.diagnose(list(observations))
+        kwargs["declined"] = set(declined)
+    if "resemblance" in params and resemblance:
+        kwargs["resemblance"] = resemblance
+    return engine.diagnose(list(observations), **kwargs)
 
 
 def _scan(kb: KnowledgeBase, script: Path) -> list[Observation]:
@@ -364,7 +381,9 @@ def replay(
             counts[outcome] += 1
             intake_facts.append(f"{fact}={item.value} ({outcome})")
     declined: set[str] = set()
-    diagnosis = _diagnose(engine, observations, declined)
+    # the causes the user's own words read like count at every step, as in the TUI
+    described = _resemblance(kb, case.pasted(with_code)) if extract is not None else []
+    diagnosis = _diagnose(engine, observations, declined, described)
     rank_intake = _rank(diagnosis, case.cause)
     first_at = 0 if rank_intake == 1 else None
     taken: set[str] = {o.fact for o in observations}
@@ -383,7 +402,7 @@ def replay(
         steps.append(
             ("script", "the launched script", "answered" if answered_first else "declined")
         )
-        diagnosis = _diagnose(engine, observations, declined)
+        diagnosis = _diagnose(engine, observations, declined, described)
         if first_at is None and _rank(diagnosis, case.cause) == 1:
             first_at = len(steps)
     while len(steps) < max_steps:
@@ -424,7 +443,7 @@ def replay(
             declined.add(step_id)  # the user declines the step itself, as the TUI's key d does
         label = ",".join(facts)
         steps.append((kind, label, "answered" if answered else "declined"))
-        diagnosis = _diagnose(engine, observations, declined)
+        diagnosis = _diagnose(engine, observations, declined, described)
         if first_at is None and _rank(diagnosis, case.cause) == 1:
             first_at = len(steps)
     return Replay(

@@ -185,6 +185,7 @@ def _sources(args: argparse.Namespace) -> Sources:
 
 def cmd_ask(argv: list[str]) -> int:
     from ddpadvisor.evidence.intake import extract, read_text, to_observations
+    from ddpadvisor.kb.resemblance import resemble
     from ddpadvisor.report.models import IntakeOut
     from ddpadvisor.report.text import render_text
     from ddpadvisor.service import gather_sources, load_engine
@@ -194,9 +195,8 @@ def cmd_ask(argv: list[str]) -> int:
     if not text.strip() and not args.describe:
         raise InputError('ask needs a description: ddpadvisor ask "TEXT" or --describe FILE')
     engine = load_engine(args.kb_dirs)
-    found = extract(engine.kb, text) if text.strip() else []
-    for path in args.describe:
-        found += extract(engine.kb, read_text(path))
+    texts = [text, *(read_text(path) for path in args.describe)]
+    found = [f for piece in texts if piece.strip() for f in extract(engine.kb, piece)]
     args.describe = []
     got = gather_sources(engine, _sources(args))
     gpu = {"yes": True, "no": False}.get(args.gpu)
@@ -206,6 +206,7 @@ def cmd_ask(argv: list[str]) -> int:
         gpu_available=gpu,
         declined=got.declined,
         verified=got.verified,
+        resemblance=resemble(engine.kb, texts),
     )
     diagnosis.intake = [
         IntakeOut(fact=f.fact, value=f.value, phrase=f.phrase, origin=f.origin) for f in found
@@ -221,6 +222,10 @@ def cmd_ask(argv: list[str]) -> int:
         said = "code " if f.origin == "code" else ""
         lines.append(f"  {f.fact} = {value}    \u2190 {said}\u201c{f.phrase}\u201d")
     lines.append("Correct any of these with --set FACT=VALUE (or FACT=unknown).")
+    if diagnosis.resemblance:
+        lines.append("Your description reads like:")
+        for r in diagnosis.resemblance[:3]:
+            lines.append(f"  {r.cause}  {r.score:.2f}    \u2190 {', '.join(r.words)}")
     sys.stdout.write("\n".join(lines) + "\n\n" + render_text(diagnosis, top=args.top))
     return 3 if got.failed else 0
 

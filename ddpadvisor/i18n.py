@@ -117,6 +117,8 @@ ZH: dict[str, str] = {
         "loss 是什么走势。按 ctrl+r 读取。"
     ),
     "Describe the problem": "描述问题",
+    "your description reads like this cause: {words}": "你的描述读起来像这个原因：{words}",
+    "reads like {cause}": "像是 {cause}",
     "Nothing recognised. Add details, or Esc to answer questions instead.": (
         "没有识别出任何事实。再补充些细节，或者按 Esc 改为回答问题。"
     ),

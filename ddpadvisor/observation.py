@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.kb.values import parse_value
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class Gathered:
     declined: list[str] = field(default_factory=list)
     # Fix id -> "failed" | "passed": the outcome of the fix's verify command.
     verified: dict[str, str] = field(default_factory=dict)
+    # Causes a free-text description reads like (kb/resemblance.py), best first.
+    resemblance: list[Resemblance] = field(default_factory=list)
 
     def extend(self, other: Gathered) -> None:
         self.observations.extend(other.observations)
@@ -84,3 +87,9 @@ class Gathered:
         self.failed = self.failed or other.failed
         self.declined.extend(d for d in other.declined if d not in self.declined)
         self.verified.update(other.verified)
+        if other.resemblance:  # two descriptions of one problem: each cause keeps its best
+            best = {r.cause: r for r in self.resemblance}
+            for r in other.resemblance:
+                if r.cause not in best or r.score > best[r.cause].score:
+                    best[r.cause] = r
+            self.resemblance = sorted(best.values(), key=lambda r: (-r.score, r.cause))

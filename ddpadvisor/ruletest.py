@@ -37,9 +37,13 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
     model = engine.model
     obs: list[Observation] = []
     fails: list[str] = []
+    extra = None
     if test.text:
         from ddpadvisor.evidence.intake import extract, to_observations
+        from ddpadvisor.kb.resemblance import resemble
 
+        # the text is read as `ask` reads it: facts, and the causes it reads like
+        extra = engine.extra_terms(None, resemble(kb, [test.text]))
         found = extract(kb, test.text)
         got = {f.fact: f.value for f in found}
         for fid, raw in test.expect_facts.items():
@@ -54,7 +58,7 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
             obs.append(Observation(fact=fid, value=value, source="answer", where=str(origin)))
     # The same observed classes as a diagnosis (implied facts included), without explaining.
     observed = engine.observed_classes(engine.with_implied(resolve(obs).winners))
-    logw = log_weights(model, observed)
+    logw = log_weights(model, observed, extra)
     index = engine.cause_index
 
     def name(c: str) -> str:
@@ -69,7 +73,7 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
         return rank_of(model.causes, logw, index[name(c)], ascending)
 
     def show_top() -> str:
-        post = posterior(model, observed)
+        post = posterior(model, observed, extra)
         order = [post.causes[i] for i in post.ranking()[:3]]
         return ", ".join(f"{c} {post.prob(c):.2f}" for c in order)
 

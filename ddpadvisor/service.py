@@ -52,6 +52,7 @@ def diagnose(
         top=top,
         declined=got.declined,
         verified=got.verified,
+        resemblance=got.resemblance,
         lang=lang,
     )
     return diagnosis, got.failed

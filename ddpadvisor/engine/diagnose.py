@@ -13,6 +13,7 @@ from ddpadvisor.engine.questions import COMMANDS, Step, choice_labels, next_step
 from ddpadvisor.i18n import Lang, t, text, value_label
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.kb.values import ValueProblem, classify, condition_holds, parse_value
 from ddpadvisor.observation import PRECEDENCE, Observation
 from ddpadvisor.report.models import (
@@ -26,6 +27,7 @@ from ddpadvisor.report.models import (
     KBInfo,
     NextStep,
     QuestionOut,
+    ResemblanceOut,
     SupersededValue,
     VerifyOut,
 )
@@ -41,6 +43,7 @@ CATCH_ALL_NOTHING_FITS = (
 )
 CATCH_ALL_HEALTHY = "Looks healthy (nothing observed departs from a normal DDP job)"
 SETTLED = 0.85  # stop asking once the top cause has this posterior
+DESCRIPTION = "description"  # the evidence row of a description that reads like the cause
 MIN_GAIN = 0.02  # bits; below this a question is not worth asking
 # A fix whose verify command failed: P(fails | its cause, fix applied) vs P(fails | another
 # cause). A correct fix can still fail its check (misapplied, a second fault), so not zero.
@@ -123,10 +126,37 @@ class Engine:
         }
 
     def posterior(
-        self, observations: Iterable[Observation], verified: Mapping[str, str] | None = None
+        self,
+        observations: Iterable[Observation],
+        verified: Mapping[str, str] | None = None,
+        resemblance: Sequence[Resemblance] = (),
     ) -> Posterior:
         winners = self.with_implied(resolve(observations).winners)
-        return posterior(self.model, self.observed_classes(winners), self.verify_terms(verified))
+        extra = self.extra_terms(verified, resemblance)
+        return posterior(self.model, self.observed_classes(winners), extra)
+
+    def extra_terms(
+        self, verified: Mapping[str, str] | None, resemblance: Sequence[Resemblance]
+    ) -> dict[int, list[Contribution]]:
+        """Evidence that bears on causes directly rather than through a fact: verified fixes
+        and a description that reads like a cause."""
+        out = self.verify_terms(verified)
+        for ci, terms in self.resemblance_terms(resemblance).items():
+            out.setdefault(ci, []).extend(terms)
+        return out
+
+    def resemblance_terms(
+        self, resemblance: Sequence[Resemblance]
+    ) -> dict[int, list[Contribution]]:
+        """A description that reads like a cause's account counts for that cause, in
+        proportion to how far its score rises above the floor (kb/levels.py)."""
+        out: dict[int, list[Contribution]] = {}
+        for r in resemblance:
+            ci = self.cause_index.get(r.cause)
+            lr = levels.RESEMBLANCE_WEIGHT * (r.score - levels.RESEMBLANCE_FLOOR)
+            if ci is not None and lr > 0:
+                out.setdefault(ci, []).append(Contribution(DESCRIPTION, "resembles", lr, ()))
+        return out
 
     def with_implied(self, winners: dict[str, Observation]) -> dict[str, Observation]:
         """Winners plus the facts their answers settle (``implies``), where nothing else did."""
@@ -279,13 +309,16 @@ class Engine:
         top: int | None = None,
         declined: Iterable[str] = (),
         verified: Mapping[str, str] | None = None,
+        resemblance: Sequence[Resemblance] = (),
         lang: Lang = "en",
     ) -> Diagnosis:
         res = resolve(observations, lang)
         winners = self.with_implied(res.winners)
         observed = self.observed_classes(winners)
         verified = {k: v for k, v in (verified or {}).items() if v in VERIFY_LR}
-        post = posterior(self.model, observed, self.verify_terms(verified))
+        resemblance = [r for r in resemblance if r.cause in self.cause_index]
+        post = posterior(self.model, observed, self.extra_terms(verified, resemblance))
+        described = {r.cause: r for r in resemblance}
         ranking = post.ranking()
         verdict = self._verdict(post, ranking[0], observed)
         shown = ranking[:top] if top else ranking
@@ -296,7 +329,7 @@ class Engine:
                 "(--top N for another number, --top 0 for all)"
             )
         causes = [
-            self._cause_out(post, i, rank + 1, winners, verdict, lang)
+            self._cause_out(post, i, rank + 1, winners, verdict, lang, described)
             for rank, i in enumerate(shown)
         ]
         skip = sorted(set(declined) - set(winners))
@@ -346,6 +379,10 @@ class Engine:
             declined=skip,
             verified=verified,  # type: ignore[arg-type]
             next_questions=questions,
+            resemblance=[
+                ResemblanceOut(cause=r.cause, score=round(r.score, 4), words=list(r.words))
+                for r in resemblance
+            ],
             facts=facts,
             claims=claims,
             warnings=[*(warnings or []), *res.warnings],
@@ -374,11 +411,30 @@ class Engine:
         winners: dict[str, Observation],
         verdict: str = "cause",
         lang: Lang = "en",
+        described: Mapping[str, Resemblance] | None = None,
     ) -> CauseOut:
         cid = post.causes[i]
         evidence = []
         for c in sorted(post.contributions.get(i, []), key=lambda c: -abs(c.log_lr)):
             if abs(c.log_lr) < 1e-9:
+                continue
+            if c.fact == DESCRIPTION:
+                r = (described or {})[cid]
+                evidence.append(
+                    EvidenceItem(
+                        fact=DESCRIPTION,
+                        value=round(r.score, 4),
+                        source="answer",
+                        detail=t(
+                            "your description reads like this cause: {words}",
+                            lang,
+                            words=", ".join(r.words),
+                        ),
+                        direction="for",
+                        size=round(c.log_lr / math.log(10), 4),
+                        path=[f"cause:{cid}", DESCRIPTION],
+                    )
+                )
                 continue
             if c.fact.startswith("verified."):
                 fix_id = c.fact.split(".", 1)[1]

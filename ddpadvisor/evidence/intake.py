@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.kb.resemblance import resemble
 from ddpadvisor.kb.values import Value, ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation
 
@@ -340,6 +341,8 @@ def read_text(path: Path) -> str:
 
 
 def read_description(kb: KnowledgeBase, path: Path) -> Gathered:
-    """Observations from a description file (``--describe FILE``)."""
-    found = extract(kb, read_text(path))
-    return Gathered(to_observations(found, path.name))
+    """Observations from a description file (``--describe FILE``), and the causes it reads
+    like."""
+    text = read_text(path)
+    found = extract(kb, text)
+    return Gathered(to_observations(found, path.name), resemblance=resemble(kb, [text]))

@@ -28,3 +28,12 @@ def strength(value: str | float) -> float:
 
 def prior(value: str | float) -> float:
     return PRIOR[value] if isinstance(value, str) else float(value)
+
+
+# A user's description that reads like a cause's account (kb/resemblance.py: a cosine in
+# [0, 1]) is evidence for it: ln LR = RESEMBLANCE_WEIGHT x (score - RESEMBLANCE_FLOOR) above the
+# floor, nothing below it. Unrelated text shares a few common words with every account and
+# stays under the floor; a description of the mechanism or of its telltale symptoms scores
+# 0.15-0.4. Chosen on the interview corpus's tuned part (bench/interview.py).
+RESEMBLANCE_FLOOR = 0.05
+RESEMBLANCE_WEIGHT = 15.0

@@ -364,13 +364,19 @@ class Mechanism(_Translatable):
 
 
 class Cause(_Translatable):
-    TRANSLATED = ("title", "mechanism")
+    TRANSLATED = ("title", "mechanism", "reports")
 
     id: str = Field(pattern=NODE_ID)
     title: str
     area: str
     prior: PriorLevel | PriorProbability
     mechanism: str = Field(min_length=1, description="Why it produces the symptom.")
+    reports: list[str] = Field(
+        [],
+        description="How people typically describe this problem in a post or an issue: what "
+        "they see, what they changed, the words and names they use. A user's own description "
+        "is compared with these (and the rest of the cause's text) to rank the cause.",
+    )
     via: list[MechanismLink] = []
     evidence: list[Link] = []
     fixes: list[str] = []

@@ -105,6 +105,14 @@ class IntakeOut(BaseModel):
     )
 
 
+class ResemblanceOut(BaseModel):
+    """A cause the user's own description reads like, and the words they share."""
+
+    cause: str
+    score: float = Field(description="Cosine of the description and the cause's account, 0-1")
+    words: list[str] = Field(description="The description's words that weigh most in the match")
+
+
 class SupersededValue(BaseModel):
     value: Scalar
     source: str
@@ -175,6 +183,11 @@ class Diagnosis(BaseModel):
     )
     intake: list[IntakeOut] = Field(
         [], description="Facts read from a free-text description (ddpadvisor ask)"
+    )
+    resemblance: list[ResemblanceOut] = Field(
+        [],
+        description="Causes a free-text description reads like (at or above the floor where "
+        "it counts as evidence), best first",
     )
     facts: list[FactOut]
     claims: list[ClaimOut]

@@ -15,6 +15,7 @@ from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.gather import Sources, gather
 from ddpadvisor.i18n import Lang, text
+from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.kb.values import ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.report.models import Diagnosis, QuestionOut
@@ -55,6 +56,8 @@ class Session:
     answers: dict[str, Observation] = field(default_factory=dict)  # insertion order = history
     declined: set[str] = field(default_factory=set)  # "don't know" or skipped: not asked again
     verified: dict[str, str] = field(default_factory=dict)  # fix id -> failed | passed
+    # causes the user's own description reads like, as they confirmed them
+    resemblance: list[Resemblance] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     sources: list[LoadedSource] = field(default_factory=list)
     trace_dirs: list[Path] = field(default_factory=list)
@@ -77,6 +80,7 @@ class Session:
             lang=self.lang,
             declined=sorted(self.declined),
             verified=self.verified,
+            resemblance=self.resemblance,
         )
         return self.diagnosis
 
@@ -99,6 +103,8 @@ class Session:
         self.loaded.extend(got.observations)
         self.declined.update(got.declined)
         self.verified.update(got.verified)
+        if got.resemblance:
+            self.resemblance = list(got.resemblance)
         self.warnings.extend(got.warnings)
         if path is not None:
             self.sources.append(LoadedSource(kind, path, len(got.observations)))
@@ -178,6 +184,10 @@ class Session:
         # "Don't know" and verify outcomes are part of the session too.
         self.declined.update(saved.declined)
         self.verified.update(saved.verified)
+        if saved.resemblance:
+            self.resemblance = [
+                Resemblance(r.cause, r.score, tuple(r.words)) for r in saved.resemblance
+            ]
         self.sources.append(LoadedSource("session", path, restored))
         return self.refresh()
 
@@ -202,8 +212,13 @@ class Session:
             self.declined.discard(fact_id)
         return self.refresh()
 
-    def answer_described(self, findings: list[Any]) -> Diagnosis:
-        """Facts the user confirmed from their own description (``intake.Finding``s)."""
+    def answer_described(
+        self, findings: list[Any], resemblance: list[Resemblance] | None = None
+    ) -> Diagnosis:
+        """Facts the user confirmed from their own description (``intake.Finding``s), and the
+        causes they agreed it reads like (a new description replaces the earlier ones)."""
+        if resemblance is not None:
+            self.resemblance = list(resemblance)
         for f in findings:
             self.answers[f.fact] = Observation(
                 fact=f.fact,

@@ -1,8 +1,9 @@
 """Describe the problem: the user's own words (or a pasted forum post) read for facts.
 
 Two steps in one dialog: type or paste the text and press ctrl+r to read it; then every fact
-found is listed with the phrase it came from, all ticked. The user unticks what is wrong and
-presses ctrl+s: only the confirmed facts count, as answers the history can still change.
+found is listed with the phrase it came from, and below them the causes the text reads like
+with the words they share, all ticked. The user unticks what is wrong and presses ctrl+s: only
+the confirmed lines count, the facts as answers the history can still change.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from textual.widgets import Footer, SelectionList, Static, TextArea
 
 from ddpadvisor.evidence.intake import Finding, extract
 from ddpadvisor.i18n import t
+from ddpadvisor.kb.resemblance import Resemblance, resemble
 from ddpadvisor.tui.session import format_value
 
 if TYPE_CHECKING:
@@ -39,6 +41,17 @@ def finding_label(f: Finding) -> Content:
     )
 
 
+SHOWN_RESEMBLANCE = 3  # causes the text reads like, offered below its facts
+
+
+def resemblance_label(r: Resemblance) -> Content:
+    return Content.assemble(
+        (t("reads like {cause}", cause=r.cause), "bold"),
+        f" ({r.score:.2f})  \u2190 ",
+        ", ".join(r.words),
+    )
+
+
 class DescribeScreen(ModalScreen[int | None]):
     """Dismisses with the number of confirmed facts, or None when cancelled."""
 
@@ -52,6 +65,7 @@ class DescribeScreen(ModalScreen[int | None]):
         super().__init__()
         self.initial = text
         self.findings: list[Finding] = []
+        self.resemblance: list[Resemblance] = []
 
     @property
     def advisor(self) -> DDPAdvisorApp:
@@ -74,15 +88,21 @@ class DescribeScreen(ModalScreen[int | None]):
 
     def action_read(self) -> None:
         text = self.query_one("#describe-text", TextArea).text
-        self.findings = extract(self.advisor.session.engine.kb, text)
+        kb = self.advisor.session.engine.kb
+        self.findings = extract(kb, text)
+        self.resemblance = resemble(kb, [text])[:SHOWN_RESEMBLANCE]
         found = self.query_one("#describe-found", SelectionList)
         found.clear_options()
         status = self.query_one("#describe-status", Static)
-        if not self.findings:
+        if not self.findings and not self.resemblance:
             status.update(t("Nothing recognised. Add details, or Esc to answer questions instead."))
             found.display = False
             return
+        n = len(self.findings)
         found.add_options([(finding_label(f), i, True) for i, f in enumerate(self.findings)])
+        found.add_options(
+            [(resemblance_label(r), n + i, True) for i, r in enumerate(self.resemblance)]
+        )
         found.display = True
         status.update(
             t(
@@ -94,14 +114,19 @@ class DescribeScreen(ModalScreen[int | None]):
 
     def confirmed(self) -> list[Finding]:
         found = self.query_one("#describe-found", SelectionList)
-        return [self.findings[i] for i in found.selected]
+        return [self.findings[i] for i in found.selected if i < len(self.findings)]
+
+    def confirmed_resemblance(self) -> list[Resemblance]:
+        found = self.query_one("#describe-found", SelectionList)
+        n = len(self.findings)
+        return [self.resemblance[i - n] for i in found.selected if i >= n]
 
     def action_confirm(self) -> None:
-        if not self.findings:
+        if not self.findings and not self.resemblance:
             self.action_read()
             return
         chosen = self.confirmed()
-        self.advisor.session.answer_described(chosen)
+        self.advisor.session.answer_described(chosen, self.confirmed_resemblance())
         self.advisor.changed("description read")
         self.dismiss(len(chosen))
 

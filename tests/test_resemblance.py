@@ -1,0 +1,146 @@
+"""A description that reads like a cause's account counts as evidence for it (kb/resemblance.py),
+and the output says which words matched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ddpadvisor.engine.diagnose import DESCRIPTION, Engine
+from ddpadvisor.kb import levels
+from ddpadvisor.kb.resemblance import Resemblance, index_for, resemble
+from ddpadvisor.observation import Observation
+from ddpadvisor.service import load_engine
+from tests.test_scan_inputs import run_cli
+
+# Our own sentences, one per cause, as a user who found the slip would put it.
+DESCRIBED = [
+    (
+        "we wrap the loader in a DistributedSampler but never call sampler.set_epoch, so the "
+        "shuffled order is the same every epoch",
+        "sampler-set-epoch-missing",
+    ),
+    (
+        "clip_grad_norm_ runs on the scaled gradients before scaler.unscale_, so the clip "
+        "threshold is compared with values multiplied by the loss scale",
+        "clip-before-unscale",
+    ),
+    (
+        "the forward pass goes through model.module instead of the DDP wrapper, so gradients "
+        "are never all-reduced and each GPU trains its own copy",
+        "ddp-wrapper-bypassed",
+    ),
+    (
+        "optimizer.zero_grad() is called on every micro-batch inside the gradient accumulation "
+        "loop, which throws away the earlier micro-batches",
+        "zero-grad-inside-accumulation",
+    ),
+    (
+        "V100 has no bf16 so we train LLaMA in fp16 mixed precision and the loss jumps to "
+        "tens and then NaN after the loss scale overflows",
+        "fp16-on-hardware-without-bf16",
+    ),
+]
+DESCRIBED_ZH = [
+    ("用了 DistributedSampler，但是每个 epoch 开始前没有调用 set_epoch，数据顺序每轮都一样", "sampler-set-epoch-missing"),
+    ("前向直接调用 model.module，绕过了 DDP 包装，梯度没有同步", "ddp-wrapper-bypassed"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "cause"), DESCRIBED + DESCRIBED_ZH)
+def test_a_description_of_the_slip_reads_like_its_cause(
+    engine: Engine, text: str, cause: str
+) -> None:
+    found = resemble(engine.kb, [text])
+    assert found and found[0].cause == cause
+    assert found[0].score >= levels.RESEMBLANCE_FLOOR
+    assert found[0].words  # the shared words are shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The office coffee machine is broken again and nobody knows who to call.",
+        "hello world",  # one word a few accounts share ("world size") is no description
+        "",
+        "   ",
+    ],
+)
+def test_unrelated_text_reads_like_nothing(engine: Engine, text: str) -> None:
+    assert resemble(engine.kb, [text]) == []
+
+
+def test_scores_are_cosines_and_repetition_adds_nothing(engine: Engine) -> None:
+    text = DESCRIBED[0][0]
+    once = index_for(engine.kb).resemble(text)
+    twice = index_for(engine.kb).resemble(f"{text}\n{text}\n{text}")
+    assert all(0.0 < r.score <= 1.0 for r in once)
+    assert [(r.cause, round(r.score, 9)) for r in once] == [
+        (r.cause, round(r.score, 9)) for r in twice
+    ]
+
+
+def test_a_resemblance_above_the_floor_raises_its_cause_and_is_explained(engine: Engine) -> None:
+    cause = "sampler-seed-differs-per-rank"
+    base = engine.diagnose([])
+    words = ("seed", "rank", "sampler")
+    d = engine.diagnose([], resemblance=[Resemblance(cause, 0.35, words)])
+    assert d.causes[0].id == cause
+    assert d.causes[0].score > next(c.score for c in base.causes if c.id == cause)
+    item = next(e for e in d.causes[0].evidence if e.fact == DESCRIPTION)
+    assert item.direction == "for" and item.size > 0
+    assert "seed, rank, sampler" in (item.detail or "")
+    assert [r.cause for r in d.resemblance] == [cause]
+
+
+def test_a_resemblance_at_the_floor_moves_nothing(engine: Engine) -> None:
+    cause = "sampler-seed-differs-per-rank"
+    base = engine.diagnose([])
+    at_floor = Resemblance(cause, levels.RESEMBLANCE_FLOOR, ("seed",))
+    d = engine.diagnose([], resemblance=[at_floor])
+    assert [(c.id, c.score) for c in d.causes] == [(c.id, c.score) for c in base.causes]
+
+
+def test_a_description_backs_a_cause_the_setup_alone_cannot_lift(engine: Engine) -> None:
+    """fp16 alone is no sign that fp16 overflows (the cause stays under the catch-all); a user
+    who describes the overflow has given more than the setup."""
+    fp16 = [Observation(fact="precision", value="fp16_amp", source="answer")]
+    cause = "fp16-on-hardware-without-bf16"
+    alone = engine.diagnose(fp16)
+    assert alone.causes[0].catch_all
+    told = engine.diagnose(fp16, resemblance=[Resemblance(cause, 0.3, ("fp16", "overflow"))])
+    assert told.causes[0].id == cause
+
+
+def test_ask_shows_what_the_description_reads_like(tmp_path: Path) -> None:
+    text, cause = DESCRIBED[2]
+    proc = run_cli("ask", text)
+    assert proc.returncode == 0, proc.stderr
+    assert "Your description reads like:" in proc.stdout and cause in proc.stdout
+    post = tmp_path / "post.txt"
+    post.write_text(text, encoding="utf-8")
+    for args in (("ask", "--json", "--describe", str(post)), ("--json", "--describe", str(post))):
+        doc = json.loads(run_cli(*args).stdout)
+        assert doc["resemblance"][0]["cause"] == cause
+        assert doc["causes"][0]["id"] == cause
+        assert any(e["fact"] == DESCRIPTION for e in doc["causes"][0]["evidence"])
+
+
+def test_a_user_rule_adds_reports_to_a_bundled_cause(tmp_path: Path) -> None:
+    text = "the tensorboard curve of the frobnicated widget goes sideways"
+    before = load_engine([])
+    assert resemble(before.kb, [text]) == []
+    (tmp_path / "mine.yaml").write_text(
+        "causes:\n  - id: metric-reduction-wrong\n    override: append\n    reports:\n"
+        "      - the frobnicated widget tensorboard curve goes sideways\n"
+        "tests:\n  - id: widget-curve\n    text: the frobnicated widget curve goes sideways\n"
+        "    expect_top: metric-reduction-wrong\n",
+        encoding="utf-8",
+    )
+    after = load_engine([tmp_path])
+    found = resemble(after.kb, [text])
+    assert found and found[0].cause == "metric-reduction-wrong"
+    proc = run_cli("kb", "test", "--kb", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
