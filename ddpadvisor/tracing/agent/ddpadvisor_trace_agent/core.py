@@ -58,6 +58,17 @@ def _sharded(t: Any) -> bool:
 PARTITIONED_OPTIMIZERS = ("ZeroRedundancyOptimizer",)
 
 
+def _stack(tensors: list[Any]) -> Any:
+    """``torch.stack`` of tensors that may live on different devices, on the first accelerator
+    among them (else the CPU). A job's state mixes them: Adam keeps its ``step`` counters on
+    the CPU beside CUDA moments, a GradScaler keeps one found-inf flag per device of a model
+    split across GPUs, a loop may leave the labels on the CPU (seen on an H200 run)."""
+    target = next((t.device for t in tensors if t.device.type != "cpu"), None)
+    if target is None:
+        return torch.stack(tensors)
+    return torch.stack([t if t.device == target else t.to(target) for t in tensors])
+
+
 def _fingerprint(tensors: list[Any]) -> Any:
     """float64 sum and sum of squares of every tensor, stacked as an [n, 2] tensor on device."""
     if not tensors:
@@ -69,7 +80,7 @@ def _fingerprint(tensors: list[Any]) -> Any:
             d = torch.view_as_real(d)
         d = d.to(torch.float64)
         rows.append(torch.stack([d.sum(), (d * d).sum()]))
-    return torch.stack(rows)
+    return _stack(rows)
 
 
 def _seed_digests() -> dict[str, str]:
@@ -423,7 +434,7 @@ class Agent:
         first = tensors[0][1]
         if self.window.batch is None and first.dim() > 0:
             self.window.batch = int(first.shape[0])
-        self.window.digests.append(torch.cat(parts) if len(parts) > 1 else parts[0])
+        self.window.digests.append(_stack(parts).reshape(-1) if len(parts) > 1 else parts[0])
         if tokens is not None:
             self.window.tokens.append(tokens)
 
@@ -554,9 +565,9 @@ class Agent:
             synced = [b for b in bws if b.buckets]
             if synced:
                 last = synced[-1]
-                rec["pre"] = torch.stack(last.pre).sum().sqrt()
+                rec["pre"] = _stack(last.pre).sum().sqrt()
                 if last.post:
-                    rec["post"] = torch.stack(last.post).sum().sqrt()
+                    rec["post"] = _stack(last.post).sum().sqrt()
         rec["lr"] = [_plain(g.get("lr")) for g in opt.param_groups]
         if w.digests:
             rec["dig"] = w.digests
@@ -779,7 +790,7 @@ def _found_inf(scaler: Any) -> Any:
         for st in list(states.values())
         for t in st.get("found_inf_per_device", {}).values()
     ]
-    return torch.stack(flags).sum() if flags else None
+    return _stack(flags).sum() if flags else None
 
 
 def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
