@@ -21,6 +21,8 @@ from ddpadvisor.tui.session import Session
 
 INTAKE_KB = Path(__file__).resolve().parent / "snapshots" / "kb-intake"
 TEXT = "单卡训练正常，换成 DDP 后 loss 震荡，梯度累积 4，用了 DistributedSampler。"
+# ... and a sentence that reads like the fixture KB's sampler-set-epoch-missing
+REPEATS = TEXT + "每个 epoch 的打乱顺序都一样，好像一直沿用同一个排列。"
 SMALL = (80, 24)
 WIDE = (120, 40)
 
@@ -108,12 +110,39 @@ def test_dont_know_in_the_tui_is_never_asked_again() -> None:
 def test_describe_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
     async def read(pilot: Any) -> None:
         await pilot.pause()
-        pilot.app.open_describe(TEXT)
+        pilot.app.open_describe(REPEATS)
         await pilot.pause()
         await pilot.press("ctrl+r")
         await pilot.pause()
 
     assert snap_compare(make_app(show_start=False), terminal_size=size, run_before=read)
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["ticked", "unticked"])
+def test_what_the_text_reads_like_counts_only_while_ticked(keep: bool) -> None:
+    app = make_app(show_start=False)
+
+    async def go() -> None:
+        async with app.run_test(size=WIDE) as pilot:
+            await pilot.pause()
+            app.open_describe(REPEATS)
+            await pilot.pause()
+            await pilot.press("ctrl+r")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, DescribeScreen)
+            assert [r.cause for r in screen.resemblance] == ["sampler-set-epoch-missing"]
+            found = screen.query_one("#describe-found", SelectionList)
+            if not keep:
+                found.deselect(len(screen.findings))  # the line below the facts
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            lead = app.session.current.causes[0]
+            described = [e for e in lead.evidence if e.fact == "description"]
+            assert bool(app.session.resemblance) is keep
+            assert (lead.id == "sampler-set-epoch-missing" and bool(described)) is keep
+
+    asyncio.run(go())
 
 
 def test_a_failed_verify_in_the_fix_screen_lowers_its_cause() -> None:

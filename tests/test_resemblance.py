@@ -129,13 +129,13 @@ def test_ask_shows_what_the_description_reads_like(tmp_path: Path) -> None:
 
 
 def test_a_user_rule_adds_reports_to_a_bundled_cause(tmp_path: Path) -> None:
-    text = "the tensorboard curve of the frobnicated widget goes sideways"
+    text = "the frobnicated widget wobbles sideways on thursdays"
     before = load_engine([])
     assert resemble(before.kb, [text]) == []
     (tmp_path / "mine.yaml").write_text(
         "causes:\n  - id: metric-reduction-wrong\n    override: append\n    reports:\n"
-        "      - the frobnicated widget tensorboard curve goes sideways\n"
-        "tests:\n  - id: widget-curve\n    text: the frobnicated widget curve goes sideways\n"
+        "      - the frobnicated widget wobbles sideways\n"
+        "tests:\n  - id: widget-wobble\n    text: my frobnicated widget wobbles sideways\n"
         "    expect_top: metric-reduction-wrong\n",
         encoding="utf-8",
     )

@@ -3,11 +3,13 @@
 Every cause has an account in the knowledge base, in English and Chinese: its title and
 mechanism, the reasons its evidence links give, its references' notes, the questions of the
 facts it forces outright, and ``reports`` — how people typically describe this problem in a
-post or an issue. A description is compared with each account by the terms they share
+post or an issue (English and Chinese entries side by side). A description is compared with each account by the terms they share
 (``kb/terms.py``: word stems and Chinese bigrams). Each term weighs by how few accounts use it
 (inverse document frequency) times a sublinear count of the account entries that use it; both
-sides are normalised, so the score is a cosine in [0, 1] that does not grow with the length of
-the description. A match resting on one or two common terms is scaled down.
+sides are normalised, so each score is a cosine in [0, 1] that does not grow with the length of
+the description. A cause's resemblance is the mean of the cosine with its whole account and the
+cosine with its closest single entry. A match resting on one or two common terms is scaled
+down.
 
 A description that shares many rare terms with one account ("set_epoch", "same order every
 epoch") points at that cause; the engine turns a score above a floor into evidence for it
@@ -17,6 +19,7 @@ epoch") points at that cause; the engine turns a score above a floor into eviden
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.schema import Cause
-from ddpadvisor.kb.terms import term_forms
+from ddpadvisor.kb.terms import CJK, term_forms
 
 MAX_TEXT = 200_000  # characters of a description that are read
 SHOWN_TERMS = 6  # shared words listed per cause
@@ -47,12 +50,10 @@ class Resemblance:
 def account(kb: KnowledgeBase, cause: Cause) -> list[str]:
     """The entries of the cause's account, each a piece of text in either language."""
     out = [cause.title, cause.mechanism, *cause.reports]
-    for zh_field in ("title", "mechanism", "reports"):
+    for zh_field in ("title", "mechanism"):
         value = (cause.zh or {}).get(zh_field)
         if isinstance(value, str):
             out.append(value)
-        elif isinstance(value, list):
-            out.extend(str(v) for v in value)
     out.extend(link.why for link in cause.evidence if link.why)
     out.extend(ref.note for ref in cause.references if ref.note)
     for link in cause.evidence:
@@ -67,21 +68,54 @@ def account(kb: KnowledgeBase, cause: Cause) -> list[str]:
     return [e for e in out if e]
 
 
+def _shown(text: str, forms: dict[str, str], shared: dict[str, float]) -> tuple[str, ...]:
+    """The words to show for a match, heaviest first: English words as the user wrote them, and
+    Chinese as the longest runs of the text whose every bigram is shared (一直沿用, not 直沿)."""
+    weight: dict[str, float] = {forms[t]: w for t, w in shared.items() if not CJK.match(t)}
+    for run in CJK.findall(unicodedata.normalize("NFKC", text).lower()):
+        i = 0
+        while i < len(run) - 1:
+            j = i
+            while j < len(run) - 1 and run[j : j + 2] in shared:
+                j += 1
+            if j > i:
+                piece = run[i : j + 1]
+                w = sum(shared[run[k : k + 2]] for k in range(i, j))
+                weight[piece] = max(weight.get(piece, 0.0), w)
+                i = j
+            else:
+                i += 1
+    return tuple(sorted(weight, key=lambda w: (-weight[w], w))[:SHOWN_TERMS])
+
+
+def _word_share(term: str) -> float:
+    """How much of a word a term is: a Chinese word of three characters gives two overlapping
+    bigrams (不收敛: 不收, 收敛), which together count as one word, not two."""
+    return 0.5 if CJK.match(term) else 1.0
+
+
 class ResemblanceIndex:
-    """Every cause's account as a weighted term vector; build once per knowledge base."""
+    """Every cause's account, whole and entry by entry, as weighted term vectors; build once
+    per knowledge base."""
 
     def __init__(self, kb: KnowledgeBase) -> None:
         counts: dict[str, Counter[str]] = {}
+        entries: dict[str, list[dict[str, str]]] = {}
         for cid, cause in kb.causes.items():
             c: Counter[str] = Counter()
-            for entry in account(kb, cause):
-                c.update(term_forms(entry).keys())
+            entries[cid] = [term_forms(entry) for entry in account(kb, cause)]
+            for forms in entries[cid]:
+                c.update(forms.keys())
             counts[cid] = c
         df: Counter[str] = Counter(t for c in counts.values() for t in c)
         n = len(counts)
         # a term every account uses says nothing; one used by a single account says most
         self.idf = {t: math.log(n / k) for t, k in df.items() if k < n}
         self.vectors = {cid: self._unit(c) for cid, c in counts.items()}
+        self.entries = {
+            cid: [v for v in (self._unit(dict.fromkeys(f, 1)) for f in forms) if v]
+            for cid, forms in entries.items()
+        }
 
     def _unit(self, counts: Counter[str] | dict[str, int]) -> dict[str, float]:
         vec = {
@@ -90,20 +124,36 @@ class ResemblanceIndex:
         norm = math.sqrt(sum(x * x for x in vec.values()))
         return {t: x / norm for t, x in vec.items()} if norm else {}
 
+    def _cosine(self, query: dict[str, float], vec: dict[str, float]) -> dict[str, float]:
+        """The shared terms' products, or nothing when too few words are shared."""
+        shared = {t: q * vec[t] for t, q in query.items() if t in vec}
+        return shared if sum(map(_word_share, shared)) >= MIN_SHARED_TERMS else {}
+
+    def _score(self, shared: dict[str, float]) -> float:
+        mass = sum(self.idf[t] * _word_share(t) for t in shared)
+        return sum(shared.values()) * min(1.0, mass / MIN_SHARED)
+
     def resemble(self, text: str) -> list[Resemblance]:
-        """Every cause the description shares a weighted term with, best first."""
+        """Every cause the description shares weighted terms with, best first.
+
+        The score is the mean of two cosines: with the whole account (the description covers
+        what the cause is about) and with its closest single entry (the description reads like
+        one typical report of it, as a user rule's one added report should count)."""
         forms = term_forms(text[:MAX_TEXT])
         query = self._unit(dict.fromkeys(forms, 1))
         out = []
         for cid, vec in self.vectors.items():
-            shared = {t: q * vec[t] for t, q in query.items() if t in vec}
-            if len(shared) < MIN_SHARED_TERMS:
+            shared = self._cosine(query, vec)
+            if not shared:
                 continue
-            score = sum(shared.values()) * min(1.0, sum(self.idf[t] for t in shared) / MIN_SHARED)
+            closest = max(
+                (self._score(self._cosine(query, e)) for e in self.entries[cid]), default=0.0
+            )
+            score = (self._score(shared) + closest) / 2
             if score <= 0:
                 continue
-            top = sorted(shared, key=lambda t: (-shared[t], t))[:SHOWN_TERMS]
-            out.append(Resemblance(cid, min(1.0, score), tuple(forms[t] for t in top)))
+            shown = _shown(text[:MAX_TEXT], forms, shared)
+            out.append(Resemblance(cid, min(1.0, score), shown))
         out.sort(key=lambda r: (-r.score, r.cause))
         return out
 

@@ -364,7 +364,7 @@ class Mechanism(_Translatable):
 
 
 class Cause(_Translatable):
-    TRANSLATED = ("title", "mechanism", "reports")
+    TRANSLATED = ("title", "mechanism")
 
     id: str = Field(pattern=NODE_ID)
     title: str
@@ -373,9 +373,11 @@ class Cause(_Translatable):
     mechanism: str = Field(min_length=1, description="Why it produces the symptom.")
     reports: list[str] = Field(
         [],
-        description="How people typically describe this problem in a post or an issue: what "
-        "they see, what they changed, the words and names they use. A user's own description "
-        "is compared with these (and the rest of the cause's text) to rank the cause.",
+        description="How people typically describe this problem in a post or an issue, in any "
+        "language (English and Chinese side by side; not translations of each other): what they "
+        "see, what they changed, the words and names they use. A user's own description is "
+        "compared with these (and the rest of the cause's text) to rank the cause; they are "
+        "never shown.",
     )
     via: list[MechanismLink] = []
     evidence: list[Link] = []
