@@ -19,6 +19,7 @@ epoch") points at that cause; the engine turns a score above a floor into eviden
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
@@ -88,6 +89,16 @@ def _shown(text: str, forms: dict[str, str], shared: dict[str, float]) -> tuple[
     return tuple(sorted(weight, key=lambda w: (-weight[w], w))[:SHOWN_TERMS])
 
 
+# Numbers say how much, not what: 8 GPUs, lr 3e-4, batch 32 match every account that gives an
+# example number (including "1e", the stem of "1e-8").
+_NUMERIC = re.compile(r"x?[0-9]+(?:\.[0-9]+)*e?x?")
+
+
+def _terms(text: str) -> dict[str, str]:
+    """The terms of ``text`` that can make it resemble an account (numbers left out)."""
+    return {t: f for t, f in term_forms(text).items() if not _NUMERIC.fullmatch(t)}
+
+
 def _word_share(term: str) -> float:
     """How much of a word a term is: a Chinese word of three characters gives two overlapping
     bigrams (不收敛: 不收, 收敛), which together count as one word, not two."""
@@ -103,7 +114,7 @@ class ResemblanceIndex:
         entries: dict[str, list[dict[str, str]]] = {}
         for cid, cause in kb.causes.items():
             c: Counter[str] = Counter()
-            entries[cid] = [term_forms(entry) for entry in account(kb, cause)]
+            entries[cid] = [_terms(entry) for entry in account(kb, cause)]
             for forms in entries[cid]:
                 c.update(forms.keys())
             counts[cid] = c
@@ -139,7 +150,7 @@ class ResemblanceIndex:
         The score is the mean of two cosines: with the whole account (the description covers
         what the cause is about) and with its closest single entry (the description reads like
         one typical report of it, as a user rule's one added report should count)."""
-        forms = term_forms(text[:MAX_TEXT])
+        forms = _terms(text[:MAX_TEXT])
         query = self._unit(dict.fromkeys(forms, 1))
         out = []
         for cid, vec in self.vectors.items():
