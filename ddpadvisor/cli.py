@@ -185,6 +185,7 @@ def _sources(args: argparse.Namespace) -> Sources:
 
 def cmd_ask(argv: list[str]) -> int:
     from ddpadvisor.evidence.intake import extract, read_text, to_observations
+    from ddpadvisor.i18n import detect, t
     from ddpadvisor.kb.resemblance import resemble
     from ddpadvisor.report.models import IntakeOut
     from ddpadvisor.report.text import render_text
@@ -200,6 +201,7 @@ def cmd_ask(argv: list[str]) -> int:
     args.describe = []
     got = gather_sources(engine, _sources(args))
     gpu = {"yes": True, "no": False}.get(args.gpu)
+    lang = detect(args.lang)
     diagnosis = engine.diagnose(
         [*to_observations(found, "description"), *got.observations],
         warnings=got.warnings,
@@ -207,6 +209,7 @@ def cmd_ask(argv: list[str]) -> int:
         declined=got.declined,
         verified=got.verified,
         resemblance=resemble(engine.kb, texts),
+        lang=lang,
     )
     diagnosis.intake = [
         IntakeOut(fact=f.fact, value=f.value, phrase=f.phrase, origin=f.origin) for f in found
@@ -214,16 +217,18 @@ def cmd_ask(argv: list[str]) -> int:
     if args.json:
         sys.stdout.write(diagnosis.model_dump_json(indent=2) + "\n")
         return 3 if got.failed else 0
-    lines = ["From your description:"]
+    lines = [t("From your description:", lang)]
     if not found:
-        lines.append("  (nothing recognised; answer the questions below, or run ddpadvisor)")
+        lines.append(
+            "  " + t("(nothing recognised; answer the questions below, or run ddpadvisor)", lang)
+        )
     for f in found:
         value = str(f.value).lower() if isinstance(f.value, bool) else str(f.value)
-        said = "code " if f.origin == "code" else ""
+        said = t("code", lang) + " " if f.origin == "code" else ""
         lines.append(f"  {f.fact} = {value}    \u2190 {said}\u201c{f.phrase}\u201d")
-    lines.append("Correct any of these with --set FACT=VALUE (or FACT=unknown).")
+    lines.append(t("Correct any of these with --set FACT=VALUE (or FACT=unknown).", lang))
     if diagnosis.resemblance:
-        lines.append("Your description reads like:")
+        lines.append(t("Your description reads like:", lang))
         for r in diagnosis.resemblance[:3]:
             lines.append(f"  {r.cause}  {r.score:.2f}    \u2190 {', '.join(r.words)}")
     sys.stdout.write("\n".join(lines) + "\n\n" + render_text(diagnosis, top=args.top))

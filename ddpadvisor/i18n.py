@@ -119,6 +119,16 @@ ZH: dict[str, str] = {
     "Describe the problem": "描述问题",
     "your description reads like this cause: {words}": "你的描述读起来像这个原因：{words}",
     "reads like {cause}": "像是 {cause}",
+    # ddpadvisor ask (cli.py)
+    "From your description:": "从你的描述里读到：",
+    "(nothing recognised; answer the questions below, or run ddpadvisor)": (
+        "（没有识别出任何事实；回答下面的问题，或者运行 ddpadvisor）"
+    ),
+    "code": "代码",
+    "Correct any of these with --set FACT=VALUE (or FACT=unknown).": (
+        "读错的可以用 --set FACT=VALUE（或 FACT=unknown）改正。"
+    ),
+    "Your description reads like:": "你的描述读起来像：",
     "Nothing recognised. Add details, or Esc to answer questions instead.": (
         "没有识别出任何事实。再补充些细节，或者按 Esc 改为回答问题。"
     ),
