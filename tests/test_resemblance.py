@@ -56,6 +56,7 @@ def test_a_description_of_the_slip_reads_like_its_cause(
     found = resemble(engine.kb, [text])
     assert found and found[0].cause == cause
     assert found[0].score >= levels.RESEMBLANCE_FLOOR
+    assert found[0].standout > levels.RESEMBLANCE_STANDOUT
     assert found[0].words  # the shared words are shown
 
 
@@ -66,6 +67,10 @@ def test_a_description_of_the_slip_reads_like_its_cause(
         "hello world",  # one word a few accounts share ("world size") is no description
         "",
         "   ",
+        # generic complaints that fit every cause point at none of them
+        "多卡训练 loss 不收敛，单卡正常",
+        "My DDP training looks healthy, the loss falls smoothly; just checking it is fine.",
+        "分布式训练效果不好，求助",
     ],
 )
 def test_unrelated_text_reads_like_nothing(engine: Engine, text: str) -> None:
@@ -86,7 +91,7 @@ def test_a_resemblance_above_the_floor_raises_its_cause_and_is_explained(engine:
     cause = "sampler-seed-differs-per-rank"
     base = engine.diagnose([])
     words = ("seed", "rank", "sampler")
-    d = engine.diagnose([], resemblance=[Resemblance(cause, 0.35, words)])
+    d = engine.diagnose([], resemblance=[Resemblance(cause, 0.35, words, standout=8.0)])
     assert d.causes[0].id == cause
     assert d.causes[0].score > next(c.score for c in base.causes if c.id == cause)
     item = next(e for e in d.causes[0].evidence if e.fact == DESCRIPTION)
@@ -95,11 +100,20 @@ def test_a_resemblance_above_the_floor_raises_its_cause_and_is_explained(engine:
     assert [r.cause for r in d.resemblance] == [cause]
 
 
-def test_a_resemblance_at_the_floor_moves_nothing(engine: Engine) -> None:
+@pytest.mark.parametrize(
+    ("score", "standout"),
+    [
+        (levels.RESEMBLANCE_FLOOR - 0.01, 6.0),  # stands out, but shares too little
+        (0.5, levels.RESEMBLANCE_STANDOUT),  # shares much, but so do the other causes
+    ],
+)
+def test_a_resemblance_that_is_weak_or_common_moves_nothing(
+    engine: Engine, score: float, standout: float
+) -> None:
     cause = "sampler-seed-differs-per-rank"
     base = engine.diagnose([])
-    at_floor = Resemblance(cause, levels.RESEMBLANCE_FLOOR, ("seed",))
-    d = engine.diagnose([], resemblance=[at_floor])
+    weak = Resemblance(cause, score, ("seed",), standout)
+    d = engine.diagnose([], resemblance=[weak])
     assert [(c.id, c.score) for c in d.causes] == [(c.id, c.score) for c in base.causes]
 
 
@@ -110,7 +124,9 @@ def test_a_description_backs_a_cause_the_setup_alone_cannot_lift(engine: Engine)
     cause = "fp16-on-hardware-without-bf16"
     alone = engine.diagnose(fp16)
     assert alone.causes[0].catch_all
-    told = engine.diagnose(fp16, resemblance=[Resemblance(cause, 0.3, ("fp16", "overflow"))])
+    told = engine.diagnose(
+        fp16, resemblance=[Resemblance(cause, 0.3, ("fp16", "overflow"), standout=8.0)]
+    )
     assert told.causes[0].id == cause
 
 

@@ -149,11 +149,14 @@ class Engine:
         self, resemblance: Sequence[Resemblance]
     ) -> dict[int, list[Contribution]]:
         """A description that reads like a cause's account counts for that cause, in
-        proportion to how far its score rises above the floor (kb/levels.py)."""
+        proportion to how far its score stands out among the causes (kb/levels.py)."""
         out: dict[int, list[Contribution]] = {}
         for r in resemblance:
             ci = self.cause_index.get(r.cause)
-            lr = levels.RESEMBLANCE_WEIGHT * (r.score - levels.RESEMBLANCE_FLOOR)
+            if r.score < levels.RESEMBLANCE_FLOOR:
+                continue
+            lr = levels.RESEMBLANCE_SLOPE * (r.standout - levels.RESEMBLANCE_STANDOUT)
+            lr = min(lr, levels.RESEMBLANCE_MAX)
             if ci is not None and lr > 0:
                 out.setdefault(ci, []).append(Contribution(DESCRIPTION, "resembles", lr, ()))
         return out
@@ -380,7 +383,12 @@ class Engine:
             verified=verified,  # type: ignore[arg-type]
             next_questions=questions,
             resemblance=[
-                ResemblanceOut(cause=r.cause, score=round(r.score, 4), words=list(r.words))
+                ResemblanceOut(
+                    cause=r.cause,
+                    score=round(r.score, 4),
+                    standout=round(r.standout, 3),
+                    words=list(r.words),
+                )
                 for r in resemblance
             ],
             facts=facts,

@@ -30,11 +30,18 @@ def prior(value: str | float) -> float:
     return PRIOR[value] if isinstance(value, str) else float(value)
 
 
-# A user's description that reads like a cause's account (kb/resemblance.py: a cosine in
-# [0, 1]) is evidence for it: ln LR = RESEMBLANCE_WEIGHT x (score - RESEMBLANCE_FLOOR) above the
-# floor, nothing below it. Unrelated text shares a few common words with many accounts and stays
-# under the floor; a description of the mechanism or of its telltale symptoms scores 0.2-0.6
-# (LR 3 to 700). On the interview corpus's tuned part the figures were flat (within a case or two)
-# over weights 10-20 and floors 0.05-0.16 (bench/interview.py); these sit inside that plateau.
+# A user's description that reads like a cause's account is evidence for it (kb/resemblance.py).
+# The score is a cosine in [0, 1]; a long description shares a few words with many accounts,
+# so what counts is how far a cause's score stands above the other causes' (z, in their standard
+# deviations, kb/resemblance.py): ln LR = RESEMBLANCE_SLOPE x (z - RESEMBLANCE_STANDOUT), for a
+# score at the floor or above. Unrelated text stays under the floor; a description of the
+# mechanism or of its telltale symptoms stands 4-12 deviations out (LR 5 to 3000). On the
+# interview corpus's tuned part the figures were flat (within a case or two) over slopes 1-2.25
+# and standouts 2-3 (bench/interview.py); these sit inside that plateau, on its cautious side. The floor is the higher of the two
+# tried: at 0.10, one-line generic complaints ("loss oscillates on 8 GPUs") began to count.
 RESEMBLANCE_FLOOR = 0.12
-RESEMBLANCE_WEIGHT = 15.0
+RESEMBLANCE_STANDOUT = 3.0
+RESEMBLANCE_SLOPE = 1.5
+# Words are not measurements: however closely a text reads like a cause, it moves the odds at
+# most this much (ln 6 = x400), so an answer, a scan or a trace can still overrule it.
+RESEMBLANCE_MAX = 6.0

@@ -9,7 +9,8 @@ post or an issue (English and Chinese entries side by side). A description is co
 sides are normalised, so each score is a cosine in [0, 1] that does not grow with the length of
 the description. A cause's resemblance is the mean of the cosine with its whole account and the
 cosine with its closest single entry. A match resting on one or two common terms is scaled
-down.
+down. Long descriptions share a few words with many accounts, so what counts is how far a
+cause's score stands out above the rest (in standard deviations), once it reaches a floor.
 
 A description that shares many rare terms with one account ("set_epoch", "same order every
 epoch") points at that cause; the engine turns a score above a floor into evidence for it
@@ -23,7 +24,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.model import KnowledgeBase
@@ -34,9 +35,12 @@ MAX_TEXT = 200_000  # characters of a description that are read
 SHOWN_TERMS = 6  # shared words listed per cause
 # A description sharing a single word with an account ("world", "curve") is no description of
 # that cause: it needs this many shared terms, and their summed weight (idf) must reach
-# MIN_SHARED for a full score (two or three rare terms do).
+# MIN_SHARED for a full score (three or four rare terms do; a one-line generic complaint such
+# as 多卡训练 loss 不收敛 does not).
 MIN_SHARED_TERMS = 2
-MIN_SHARED = 6.0
+MIN_SHARED = 10.0
+# The least spread the other causes' scores are taken to have (see _with_standout).
+SPREAD_FLOOR = 0.03
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class Resemblance:
     cause: str
     score: float  # cosine of the two term vectors, in [0, 1]
     words: tuple[str, ...]  # the description's words that weigh most in the match
+    # how far the score stands above the other causes': (score - their mean) / their spread
+    standout: float = 0.0
 
 
 def account(kb: KnowledgeBase, cause: Cause) -> list[str]:
@@ -97,6 +103,23 @@ _NUMERIC = re.compile(r"x?[0-9]+(?:\.[0-9]+)*e?x?")
 def _terms(text: str) -> dict[str, str]:
     """The terms of ``text`` that can make it resemble an account (numbers left out)."""
     return {t: f for t, f in term_forms(text).items() if not _NUMERIC.fullmatch(t)}
+
+
+def _with_standout(found: list[Resemblance], causes: int) -> list[Resemblance]:
+    """Each resemblance with how far its score stands above the other causes' scores (their
+    mean and spread, a cause that shares nothing at 0; the spread at least SPREAD_FLOOR, so a
+    knowledge base of a few causes, or a text that matches one alone, is judged the same way
+    as the bundled one)."""
+    total = sum(r.score for r in found)
+    squares = sum(r.score * r.score for r in found)
+    others = max(causes - 1, 1)
+    out = []
+    for r in found:
+        mean = (total - r.score) / others
+        var = max(0.0, (squares - r.score * r.score) / others - mean * mean)
+        spread = max(math.sqrt(var), SPREAD_FLOOR)
+        out.append(replace(r, standout=(r.score - mean) / spread))
+    return out
 
 
 def _word_share(term: str) -> float:
@@ -165,6 +188,7 @@ class ResemblanceIndex:
                 continue
             shown = _shown(text[:MAX_TEXT], forms, shared)
             out.append(Resemblance(cid, min(1.0, score), shown))
+        out = _with_standout(out, len(self.vectors))
         out.sort(key=lambda r: (-r.score, r.cause))
         return out
 
@@ -180,10 +204,15 @@ def index_for(kb: KnowledgeBase) -> ResemblanceIndex:
 
 
 def resemble(kb: KnowledgeBase, texts: Iterable[str]) -> list[Resemblance]:
-    """How the descriptions, read together, resemble each cause; only causes at or above the
-    floor where the engine starts to count it, best first."""
+    """How the descriptions, read together, resemble each cause; only the causes the engine
+    counts (kb/levels.py: the score at the floor or above, standing out among the causes),
+    best first."""
     joined = "\n\n".join(t for t in texts if t.strip())
     if not joined.strip():
         return []
     found = index_for(kb).resemble(joined)
-    return [r for r in found if r.score >= levels.RESEMBLANCE_FLOOR]
+    return [
+        r
+        for r in found
+        if r.score >= levels.RESEMBLANCE_FLOOR and r.standout > levels.RESEMBLANCE_STANDOUT
+    ]

@@ -186,7 +186,7 @@ class Session:
         self.verified.update(saved.verified)
         if saved.resemblance:
             self.resemblance = [
-                Resemblance(r.cause, r.score, tuple(r.words)) for r in saved.resemblance
+                Resemblance(r.cause, r.score, tuple(r.words), r.standout) for r in saved.resemblance
             ]
         self.sources.append(LoadedSource("session", path, restored))
         return self.refresh()
