@@ -18,6 +18,9 @@ PYTHON = sys.executable
 os.environ["DDPADVISOR_NO_USER_KB"] = "1"
 # ... nor write the KB cache into the developer's ~/.cache.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ddpadvisor-test-cache-")
+# Launched ranks write bytecode as on an ordinary install (and as .ci/run has it): with
+# PYTHONDONTWRITEBYTECODE set, every rank recompiled torch._dynamo and sympy from source.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 @pytest.fixture(scope="session")

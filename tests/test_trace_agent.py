@@ -66,7 +66,9 @@ def runs(tmp_path_factory) -> dict[str, Any]:  # type: ignore[no-untyped-def]
         "traced": numerics_traced,
         "crash": lambda: failure("crash"),
         "killed": lambda: failure("killed"),
-        "hang": lambda: failure("hang", stall=10.0),
+        # The stall clock runs from launch: the first DDP wrap imports torch._dynamo (and
+        # sympy), which under a loaded machine took over 10 s and read as both ranks hung.
+        "hang": lambda: failure("hang", stall=30.0),
         "own": own_torchrun,
     }
     with ThreadPoolExecutor(max_workers=2) as pool:
