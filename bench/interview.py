@@ -8,7 +8,8 @@ reporter would answer to each question of the knowledge base, read from the narr
 shown where the thread itself reports such a measurement (``measured``).
 
 The replay starts from the facts the intake text yields (``ddpadvisor.evidence.intake`` when it
-exists, otherwise none). The simulated user confirms an extracted fact that agrees with their
+exists, otherwise none) and, at every step, the causes the whole pasted text reads like
+(``ddpadvisor.kb.resemblance``), as ``ask`` and the TUI's describe screen count them. The simulated user confirms an extracted fact that agrees with their
 recorded answer, corrects one that disagrees, and rejects one they have no answer for (it would
 put words in their mouth). Then it takes the tool's best next step at most ``--steps`` times:
 ``Diagnosis.next_steps`` when the engine offers it, else ``Diagnosis.next_questions``. Asked
