@@ -1,20 +1,20 @@
 """How closely a user's own description reads like each catalogued cause.
 
-Every cause has an account in the knowledge base, in English and Chinese: its title and
-mechanism, the reasons its evidence links give, its references' notes, the questions of the
-facts it forces outright, and ``reports`` — how people typically describe this problem in a
-post or an issue (English and Chinese entries side by side). A description is compared with each account by the terms they share
-(``kb/terms.py``: word stems and Chinese bigrams). Each term weighs by how few accounts use it
-(inverse document frequency) times a sublinear count of the account entries that use it; both
-sides are normalised, so each score is a cosine in [0, 1] that does not grow with the length of
-the description. A cause's resemblance is the mean of the cosine with its whole account and the
-cosine with its closest single entry. A match resting on one or two common terms is scaled
-down. Long descriptions share a few words with many accounts, so what counts is how far a
-cause's score stands out above the rest (in standard deviations), once it reaches a floor.
+Every cause has an account in the knowledge base: its title and mechanism (English and
+Chinese), the reasons its evidence links give, its references' notes, the questions of the
+facts it forces outright, and ``reports``, how people typically describe this problem in a post
+or an issue (English and Chinese lines side by side). A description is compared with each
+account by the terms they share (``kb/terms.py``: word stems and Chinese bigrams; numbers left
+out). Each term weighs by how few accounts use it (inverse document frequency) times a sublinear
+count of the account's entries that use it; both sides are normalised, so a score is a cosine in
+[0, 1] that does not grow with the length of the description. A cause's score is the mean of the
+cosine with its whole account and the cosine with its closest single entry, scaled down when the
+shared words are too few or too common to mean anything.
 
-A description that shares many rare terms with one account ("set_epoch", "same order every
-epoch") points at that cause; the engine turns a score above a floor into evidence for it
-(``kb/levels.py``), and the output shows the shared words, so the user sees why.
+A long description shares a few words with many accounts, so what the engine counts
+(``kb/levels.py``) is how far a cause's score stands above the other causes' (``standout``, in
+their standard deviations), once the score reaches a floor. The output shows the shared words,
+so the user sees why.
 """
 
 from __future__ import annotations
