@@ -17,7 +17,7 @@ from ddpadvisor.tui.app import DDPAdvisorApp, create_app
 from ddpadvisor.tui.screens.describe import DescribeScreen
 from ddpadvisor.tui.screens.diagnose import DiagnoseScreen
 from ddpadvisor.tui.screens.evidence import CHOICES, EvidenceScreen
-from ddpadvisor.tui.session import Session
+from ddpadvisor.tui.session import Session, step_of
 
 INTAKE_KB = Path(__file__).resolve().parent / "snapshots" / "kb-intake"
 TEXT = "单卡训练正常，换成 DDP 后 loss 震荡，梯度累积 4，用了 DistributedSampler。"
@@ -91,17 +91,24 @@ def test_dont_know_in_the_tui_is_never_asked_again() -> None:
         async with app.run_test(size=WIDE) as pilot:
             await pilot.pause()
             seen: list[str] = []
-            for _ in range(4):
+            for _ in range(6):
                 prompt = app.session.next_prompt()
                 if prompt is None:
                     break
-                assert prompt.fact not in seen
-                seen.append(prompt.fact)
+                # a question is declined by its fact, a probe step ("not now") by its id
+                key = step_of(prompt) or prompt.fact
+                assert key not in seen
+                seen.append(key)
                 # The "don't know" action (key d; typed into a number field it is a letter).
                 await app.diagnose_screen.run_action("dont_know")
                 await pilot.pause()
             assert seen and set(seen) <= app.session.declined
             assert set(seen) <= set(app.session.current.declined)
+            offered = {s.id for s in app.session.current.next_steps} | {
+                q.fact for q in app.session.current.next_questions
+            }
+            assert not offered & {k for k in seen}
+            assert not offered & {f"ask:{k}" for k in seen}
 
     asyncio.run(go())
 

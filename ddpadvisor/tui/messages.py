@@ -31,9 +31,12 @@ class VerifyReported(Message):
 
 
 class QuestionSkipped(Message):
-    def __init__(self, fact: str) -> None:
+    """A question answered "don't know", or a probe, trace or scan step declined ("not now")."""
+
+    def __init__(self, fact: str, step: str | None = None) -> None:
         super().__init__()
         self.fact = fact
+        self.step = step  # the declined step's id (probe:NAME, trace, scan); None for a question
 
 
 class RunAsked(Message):

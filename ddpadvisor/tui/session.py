@@ -33,11 +33,19 @@ class Prompt:
     type: str
     choices: list[str] | None
     help: str | None
-    how: str  # ask | probe | trace | script
+    how: str  # ask | probe | trace | scan
     probe: str | None = None
     expected_gain: float | None = None
     current: Any = None  # the answer given before, when editing
     editing: bool = False
+
+
+def step_of(prompt: Prompt) -> str | None:
+    """The next-step id a prompt stands for (``probe:NAME``, ``trace``, ``scan``), None for a
+    question."""
+    if prompt.how == "probe":
+        return f"probe:{prompt.probe}"
+    return prompt.how if prompt.how in ("trace", "scan") else None
 
 
 @dataclass
@@ -230,8 +238,11 @@ class Session:
             self.declined.discard(f.fact)
         return self.refresh()
 
-    def skip(self, fact_id: str) -> Diagnosis:
-        self.declined.add(fact_id)
+    def skip(self, fact_id: str, step: str | None = None) -> Diagnosis:
+        """Decline a question (its fact is never asked again) or, given ``step``, a probe,
+        trace or scan step: the step is not offered again, and the facts it would have
+        measured can still be asked of the user."""
+        self.declined.add(step or fact_id)
         return self.refresh()
 
     def history(self) -> list[Observation]:

@@ -21,7 +21,7 @@ from ddpadvisor.tui.messages import (
     QuestionSkipped,
     RunAsked,
 )
-from ddpadvisor.tui.session import Prompt
+from ddpadvisor.tui.session import Prompt, step_of
 from ddpadvisor.tui.widgets.claims import ClaimsPanel
 from ddpadvisor.tui.widgets.history import HistoryList
 from ddpadvisor.tui.widgets.question import QuestionPanel
@@ -129,7 +129,7 @@ class DiagnoseScreen(Screen[None]):
 
     @on(QuestionSkipped)
     def _skipped(self, event: QuestionSkipped) -> None:
-        self.advisor.session.skip(event.fact)
+        self.advisor.session.skip(event.fact, event.step)
         self.editing = None
         self.update(f"skipped {event.fact}")
 
@@ -182,7 +182,7 @@ class DiagnoseScreen(Screen[None]):
             self.editing = None
             self.update("edit cancelled")
         elif self.prompt is not None:
-            self.post_message(QuestionSkipped(self.prompt.fact))
+            self.post_message(QuestionSkipped(self.prompt.fact, step_of(self.prompt)))
 
     def action_back(self) -> None:
         """Step back through earlier answers, newest first, to change one."""

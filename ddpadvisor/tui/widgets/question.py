@@ -14,7 +14,7 @@ from textual.widgets.option_list import Option
 from ddpadvisor.i18n import t
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.tui.messages import AnswerChosen, QuestionSkipped, RunAsked
-from ddpadvisor.tui.session import Prompt, format_value
+from ddpadvisor.tui.session import Prompt, format_value, step_of
 from ddpadvisor.tui.widgets.error_line import ErrorLine
 from ddpadvisor.tui.widgets.paragraph import Paragraph
 
@@ -160,7 +160,7 @@ class QuestionPanel(Vertical):
         if choice == RUN:
             self.post_message(RunAsked(prompt.how, prompt.probe))
         elif choice == SKIP:
-            self.post_message(QuestionSkipped(prompt.fact))
+            self.post_message(QuestionSkipped(prompt.fact, step_of(prompt)))
         elif choice == DONT_KNOW:
             self.post_message(AnswerChosen(prompt.fact, None))
         elif choice.startswith(ANSWER):
