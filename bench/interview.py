@@ -382,6 +382,7 @@ def replay(
             counts[outcome] += 1
             intake_facts.append(f"{fact}={item.value} ({outcome})")
     declined: set[str] = set()
+    ran: set[str] = set()  # probe, trace and scan steps already taken (run or declined)
     # the causes the user's own words read like count at every step, as in the TUI
     described = _resemblance(kb, case.pasted(with_code)) if extract is not None else []
     diagnosis = _diagnose(engine, observations, declined, described)
@@ -409,7 +410,7 @@ def replay(
     while len(steps) < max_steps:
         offered = _offered(diagnosis, kb)
         reoffered += sum(1 for _, facts, _ in offered for f in facts if f in declined)
-        fresh = [o for o in offered if any(f not in taken for f in o[1])]
+        fresh = [o for o in offered if o[2] not in ran and any(f not in taken for f in o[1])]
         if not fresh:
             stuck = bool(offered)
             break
@@ -425,12 +426,16 @@ def replay(
         for fact in facts:
             if fact in taken:
                 continue
-            taken.add(fact)
             if kind in MEASURED_KINDS:
                 fallback = case.answers.get(fact) if generous else None
                 value = case.measured.get(fact, fallback)
+                if value is None and "asked" in kb.facts[fact].sources:
+                    # the step settled nothing here, but the user can still be asked it: a
+                    # declined scan or probe declines the step, not its questions (as in the TUI)
+                    continue
             else:
                 value = case.answers.get(fact)
+            taken.add(fact)
             if value is None:
                 declined.add(fact)
                 # a probe/trace/scan step the thread measured nothing for: the fact is still
@@ -440,8 +445,10 @@ def replay(
             else:
                 observations.append(_observe(kb, case, fact, value, f"{case.name} ({kind})"))
                 answered.append(fact)
-        if kind in MEASURED_KINDS and not answered:
-            declined.add(step_id)  # the user declines the step itself, as the TUI's key d does
+        if kind in MEASURED_KINDS:
+            ran.add(step_id)  # a step is taken once
+            if not answered:
+                declined.add(step_id)  # the user declines the step itself, as the TUI's key d does
         label = ",".join(facts)
         steps.append((kind, label, "answered" if answered else "declined"))
         diagnosis = _diagnose(engine, observations, declined, described)

@@ -104,19 +104,45 @@ def test_replay_never_takes_a_declined_fact_twice(kb) -> None:  # type: ignore[n
     facts = [fact for _, fact, _ in result.steps]
     assert len(facts) == len(set(facts))
     # A probe, trace or scan step names several facts ("a,b"); nothing is reviewed here, so every
-    # fact of a declined step is listed as unrecorded, and only facts some step named are, except
-    # one whose answer is recorded (a scan the thread did not run still leaves it reviewed).
+    # fact of a declined step that only a measurement settles is listed as unrecorded, and only
+    # facts some step named are, except one whose answer is recorded (a scan the thread did not
+    # run still leaves it reviewed). A declined step's askable facts can still be asked: they
+    # count when a question takes them.
     declined = [
         f
-        for _, label, outcome in result.steps
+        for kind, label, outcome in result.steps
         if outcome == "declined"
         for f in label.split(",")
-        if f not in case.answers
+        if f not in case.answers and (kind == "ask" or "asked" not in kb.facts[f].sources)
     ]
     named = {f for _, label, _ in result.steps for f in label.split(",")}
     assert set(declined) <= set(result.unrecorded) <= named
     assert not set(case.answers) & set(result.unrecorded)
     assert len(result.unrecorded) == len(set(result.unrecorded))
+
+
+def test_a_declined_scan_leaves_its_questions_askable(kb) -> None:  # type: ignore[no-untyped-def]
+    """Declining "scan your script" declines the step, not what the user knows: a fact the scan
+    would have read and the user can answer is still asked afterwards, and the step is not
+    offered again."""
+    engine = load_engine()
+    case = bench.Case(
+        path=Path("00-synthetic.yaml"),
+        url="https://github.com/a/b/issues/1",
+        title="t",
+        narrative="n",
+        resolution="r",
+        cause="sampler-set-epoch-missing",
+        split="tuned",
+        answers={"precision": "fp32", "hand_written_loop": True},
+    )
+    steps = bench.replay(engine, case, 12, None).steps
+    scans = [i for i, (kind, _, _) in enumerate(steps) if kind == "scan"]
+    assert len(scans) == 1 and steps[scans[0]][2] == "declined"
+    scanned = set(steps[scans[0]][1].split(","))
+    later = [(label, outcome) for kind, label, outcome in steps[scans[0] + 1 :] if kind == "ask"]
+    assert {"precision", "hand_written_loop"} <= scanned
+    assert ("precision", "answered") in later and ("hand_written_loop", "answered") in later
 
 
 def _case(**over):  # type: ignore[no-untyped-def]
