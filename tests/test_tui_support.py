@@ -17,7 +17,7 @@ from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.tui.runners import ProgressFn, RankRow, RunOutcome, RunProgress, RunRequest
 from ddpadvisor.tui.screens.run import RunScreen
-from ddpadvisor.tui.session import Session, format_value
+from ddpadvisor.tui.session import Session, format_value, step_of
 
 FIXTURE_KB = Path(__file__).resolve().parent / "snapshots" / "kb"
 REPO = Path(__file__).resolve().parent.parent
@@ -189,7 +189,7 @@ def simulate(session: Session, truth: dict[str, Any], *, limit: int = 60) -> Wal
             break
         walk.asked.append(prompt.fact)
         if prompt.how != "ask":
-            session.skip(prompt.fact)
+            session.skip(prompt.fact, step_of(prompt))  # "not now", as the TUI's key does
         elif prompt.fact in truth:
             session.answer(prompt.fact, format_value(truth[prompt.fact]))
             walk.answered.append(prompt.fact)
