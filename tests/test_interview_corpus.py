@@ -125,18 +125,10 @@ def test_a_declined_scan_leaves_its_questions_askable(kb) -> None:  # type: igno
     """Declining "scan your script" declines the step, not what the user knows: a fact the scan
     would have read and the user can answer is still asked afterwards, and the step is not
     offered again."""
-    engine = load_engine()
-    case = bench.Case(
-        path=Path("00-synthetic.yaml"),
-        url="https://github.com/a/b/issues/1",
-        title="t",
-        narrative="n",
-        resolution="r",
-        cause="sampler-set-epoch-missing",
-        split="tuned",
-        answers={"precision": "fp32", "hand_written_loop": True},
+    case = _case(
+        cause="sampler-set-epoch-missing", answers={"precision": "fp32", "hand_written_loop": True}
     )
-    steps = bench.replay(engine, case, 12, None).steps
+    steps = bench.replay(load_engine(), case, 12, None).steps
     scans = [i for i, (kind, _, _) in enumerate(steps) if kind == "scan"]
     assert len(scans) == 1 and steps[scans[0]][2] == "declined"
     scanned = set(steps[scans[0]][1].split(","))

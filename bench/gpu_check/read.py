@@ -337,17 +337,10 @@ def read_probes(reader: Reader, root: Path, step: Step, mode: dict[str, str], ou
         want = mode["single_rank_backend"]
         out.check(got == want, f"the probes ran on {want} (got {got})")
     out.lines.append(("probes", probe_statuses(folder)))
-    try:
-        got, diagnosis = reader.diagnose("probes", folder)
-    except reader.input_error as exc:
-        out.lines.append(("result", f"unreadable: {one_line(exc)}"))
-        out.check(False, "probe results readable")
+    read = read_results(reader, "probes", folder, ENV_FACTS + PROBE_FACTS, out)
+    if read is None:
         return
-    facts = facts_of(diagnosis)
-    out.lines.append(("facts", facts_line(reader, facts, ENV_FACTS + PROBE_FACTS)))
-    out.lines.append(("causes", causes_text(diagnosis)))
-    for warning in got.warnings[:4]:
-        out.lines.append(("warning", warning[:200]))
+    got, diagnosis, facts = read
     out.check(not got.failed, "every probe ran (no probe failed)")
     for fact in ("allreduce_correct", "param_checksums_match", "scaler_state_match"):
         out.check(*fact_is(facts, fact, True))
@@ -355,6 +348,25 @@ def read_probes(reader: Reader, root: Path, step: Step, mode: dict[str, str], ou
         out.check(*fact_is(facts, "gpu_supports_bf16", True))
     out.check(*healthy(diagnosis))
     out.top = top_text(diagnosis)
+
+
+def read_results(
+    reader: Reader, kind: str, folder: Path, shown: Any, out: Outcome
+) -> tuple[Any, Any, dict[str, Any]] | None:
+    """Diagnose a probe or trace folder with the project's readers and add its facts, top
+    causes and first warnings to ``out``; None (and a failed check) when it cannot be read."""
+    try:
+        got, diagnosis = reader.diagnose(kind, folder)
+    except reader.input_error as exc:
+        out.lines.append(("result", f"unreadable: {one_line(exc)}"))
+        out.check(False, f"{kind} results readable")
+        return None
+    facts = facts_of(diagnosis)
+    out.lines.append(("facts", facts_line(reader, facts, shown)))
+    out.lines.append(("causes", causes_text(diagnosis)))
+    for warning in got.warnings[:4]:
+        out.lines.append(("warning", warning[:200]))
+    return got, diagnosis, facts
 
 
 def read_selftest(root: Path, step: Step, mode: dict[str, str], out: Outcome) -> None:
@@ -452,17 +464,10 @@ def read_traced(reader: Reader, root: Path, step: Step, mode: dict[str, str], ou
         out.lines.append(("result", "no trace folder"))
         out.check(False, "trace written")
         return
-    try:
-        got, diagnosis = reader.diagnose("trace", folder)
-    except reader.input_error as exc:
-        out.lines.append(("result", f"unreadable: {one_line(exc)}"))
-        out.check(False, "trace readable")
+    read = read_results(reader, "trace", folder, TRACE_FACTS, out)
+    if read is None:
         return
-    facts = facts_of(diagnosis)
-    out.lines.append(("facts", facts_line(reader, facts, TRACE_FACTS)))
-    out.lines.append(("causes", causes_text(diagnosis)))
-    for warning in got.warnings[:4]:
-        out.lines.append(("warning", warning[:200]))
+    got, diagnosis, facts = read
     out.check(not got.failed, "the traced run did not fail")
     off = [w for w in got.warnings if "switched off" in w]
     out.check(not off, f"the agent recorded every part ({len(off)} part(s) switched off)")
