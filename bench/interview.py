@@ -9,9 +9,9 @@ shown where the thread itself reports such a measurement (``measured``).
 
 The replay starts from the facts the intake text yields (``ddpadvisor.evidence.intake`` when it
 exists, otherwise none) and, at every step, the causes the whole pasted text reads like
-(``ddpadvisor.kb.resemblance``), as ``ask`` and the TUI's describe screen count them. The simulated user confirms an extracted fact that agrees with their
-recorded answer, corrects one that disagrees, and rejects one they have no answer for (it would
-put words in their mouth). Then it takes the tool's best next step at most ``--steps`` times:
+(``ddpadvisor.kb.resemblance``), as ``ask`` and the TUI's describe screen count them. The
+simulated user confirms an extracted fact that agrees with their recorded answer, corrects one
+that disagrees, and rejects one they have no answer for (it would put words in their mouth). Then it takes the tool's best next step at most ``--steps`` times:
 ``Diagnosis.next_steps`` when the engine offers it, else ``Diagnosis.next_questions``. Asked
 steps are answered from ``answers``; probe, trace and scan steps from ``measured``, what the
 thread itself reports a measurement or the code showing. That is the headline figure. A

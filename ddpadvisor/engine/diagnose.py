@@ -13,7 +13,7 @@ from ddpadvisor.engine.questions import COMMANDS, Step, choice_labels, next_step
 from ddpadvisor.i18n import Lang, t, text, value_label
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.model import KnowledgeBase
-from ddpadvisor.kb.resemblance import Resemblance
+from ddpadvisor.kb.resemblance import Resemblance, log_lr
 from ddpadvisor.kb.values import ValueProblem, classify, condition_holds, parse_value
 from ddpadvisor.observation import PRECEDENCE, Observation
 from ddpadvisor.report.models import (
@@ -153,10 +153,7 @@ class Engine:
         out: dict[int, list[Contribution]] = {}
         for r in resemblance:
             ci = self.cause_index.get(r.cause)
-            if r.score < levels.RESEMBLANCE_FLOOR:
-                continue
-            lr = levels.RESEMBLANCE_SLOPE * (r.standout - levels.RESEMBLANCE_STANDOUT)
-            lr = min(lr, levels.RESEMBLANCE_MAX)
+            lr = log_lr(r)
             if ci is not None and lr > 0:
                 out.setdefault(ci, []).append(Contribution(DESCRIPTION, "resembles", lr, ()))
         return out

@@ -33,12 +33,13 @@ def prior(value: str | float) -> float:
 # A user's description that reads like a cause's account is evidence for it (kb/resemblance.py).
 # The score is a cosine in [0, 1]; a long description shares a few words with many accounts,
 # so what counts is how far a cause's score stands above the other causes' (z, in their standard
-# deviations, kb/resemblance.py): ln LR = RESEMBLANCE_SLOPE x (z - RESEMBLANCE_STANDOUT), for a
-# score at the floor or above. Unrelated text stays under the floor; a description of the
-# mechanism or of its telltale symptoms stands 4-12 deviations out (LR 5 to 3000). On the
-# interview corpus's tuned part the figures were flat (within a case or two) over slopes 1-2.25
-# and standouts 2-3 (bench/interview.py); these sit inside that plateau, on its cautious side. The floor is the higher of the two
-# tried: at 0.10, one-line generic complaints ("loss oscillates on 8 GPUs") began to count.
+# deviations): ln LR = RESEMBLANCE_SLOPE x (z - RESEMBLANCE_STANDOUT), for a score at the floor or
+# above. Unrelated text stays under the floor; a description of the mechanism or of its telltale
+# symptoms stands 4-12 deviations out (LR 5 to 3000, before the cap below). On the interview
+# corpus's tuned part the figures were flat (within a case or two) over slopes 1-2.25 and
+# standouts 2-3 (bench/interview.py); these sit inside that plateau, on its cautious side. The
+# floor is the higher of the two tried: at 0.10, one-line generic complaints ("loss oscillates on
+# 8 GPUs") began to count.
 RESEMBLANCE_FLOOR = 0.12
 RESEMBLANCE_STANDOUT = 3.0
 RESEMBLANCE_SLOPE = 1.5

@@ -203,16 +203,19 @@ def index_for(kb: KnowledgeBase) -> ResemblanceIndex:
     return _LAST[0][1]
 
 
+def log_lr(r: Resemblance) -> float:
+    """The evidence a resemblance gives its cause (natural log of a likelihood ratio, kb/levels.py):
+    0 below the floor or without standing out among the causes, capped at RESEMBLANCE_MAX."""
+    if r.score < levels.RESEMBLANCE_FLOOR:
+        return 0.0
+    lr = levels.RESEMBLANCE_SLOPE * (r.standout - levels.RESEMBLANCE_STANDOUT)
+    return max(0.0, min(lr, levels.RESEMBLANCE_MAX))
+
+
 def resemble(kb: KnowledgeBase, texts: Iterable[str]) -> list[Resemblance]:
-    """How the descriptions, read together, resemble each cause; only the causes the engine
-    counts (kb/levels.py: the score at the floor or above, standing out among the causes),
-    best first."""
+    """How the descriptions, read together, resemble each cause; only the causes that count
+    as evidence (``log_lr`` above 0), best first."""
     joined = "\n\n".join(t for t in texts if t.strip())
     if not joined.strip():
         return []
-    found = index_for(kb).resemble(joined)
-    return [
-        r
-        for r in found
-        if r.score >= levels.RESEMBLANCE_FLOOR and r.standout > levels.RESEMBLANCE_STANDOUT
-    ]
+    return [r for r in index_for(kb).resemble(joined) if log_lr(r) > 0]

@@ -111,7 +111,9 @@ class ResemblanceOut(BaseModel):
     cause: str
     score: float = Field(description="Cosine of the description and the cause's account, 0-1")
     standout: float = Field(
-        0.0, description="How far the score stands out above every cause's, in standard deviations"
+        0.0,
+        description="How far the score stands above the other causes' scores, in their "
+        "standard deviations",
     )
     words: list[str] = Field(description="The description's words that weigh most in the match")
 
