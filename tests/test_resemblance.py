@@ -11,6 +11,7 @@ import pytest
 from ddpadvisor.engine.diagnose import DESCRIPTION, Engine
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.resemblance import Resemblance, index_for, resemble
+from ddpadvisor.kb.terms import terms
 from ddpadvisor.observation import Observation
 from ddpadvisor.service import load_engine
 from tests.test_scan_inputs import run_cli
@@ -75,6 +76,12 @@ def test_a_description_of_the_slip_reads_like_its_cause(
 )
 def test_unrelated_text_reads_like_nothing(engine: Engine, text: str) -> None:
     assert resemble(engine.kb, [text]) == []
+
+
+def test_auxiliaries_and_generic_verbs_are_no_terms() -> None:
+    # used by one account only, such a word would weigh like a rare technical term
+    assert terms("They did look, it seemed like something had been done in Python") == set()
+    assert terms("the sampler did not shuffle") == {"sampler", "shuffle"}
 
 
 def test_scores_are_cosines_and_repetition_adds_nothing(engine: Engine) -> None:

@@ -18,7 +18,13 @@ _STOP_WORDS = (
     "the a an to of and or is in on it be with for your you try that this if by at as "
     "are do does can could should would will may might not no so then than my me i we "
     "our they them what which who how when where why there here some any all its into "
-    "from about"
+    "from about "
+    # auxiliaries, pronouns and generic verbs: a word of this kind used by one account only
+    # weighs like a rare technical term, and matches any description that happens to use it
+    "was were been being has have had having did done doing get got gets getting also just "
+    "very these those he she his her him their us itself themselves like seem seemed seems "
+    "look looked looks thing things something anything even don doesn didn isn wasn aren "
+    "python"
 )
 STOP = frozenset(_STOP_WORDS.split())
 # Filler bigrams of Chinese forum posts; they say nothing about the problem or the advice.
