@@ -220,7 +220,7 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
         value = num(op.val) if op.val.known else None
         if value is not None and op.op == "mul":
             value = 1 / value if value else None
-        if _names_the_count(t, value, accum, k_names) or (iter_text and t == f"len({iter_text})"):
+        if names_the_count(t, value, accum, k_names) or (iter_text and t == f"len({iter_text})"):
             rc.emit("loss_divided_by_accum", True, b.where, f"loss divided by {t} before backward")
             return
     if V.NORM_GLOBAL in loss.taint:
@@ -255,7 +255,7 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
     )
 
 
-def _names_the_count(t: str, value: object, accum: Accum, k_names: set[str]) -> bool:
+def names_the_count(t: str, value: object, accum: Accum, k_names: set[str]) -> bool:
     """A divisor (as written, and its value when constant) that is the accumulation count."""
     return (
         (accum.k is not None and value == accum.k)
@@ -275,7 +275,7 @@ def _grads_divided(accum: Accum, k_names: set[str]) -> tuple[str, str] | None:
 
     def is_count(node: ast.AST) -> bool:
         value = node.value if isinstance(node, ast.Constant) else None
-        return _names_the_count(text(node, 200), value, accum, k_names)
+        return names_the_count(text(node, 200), value, accum, k_names)
 
     # the loop that holds both the micro-steps and the step (steps may sit in a loop of their own)
     micro = accum.micro_loop

@@ -8,11 +8,13 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.rules.accumulation import names_the_count
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     is_rank_cond,
     num,
 )
+from ddpadvisor.scan.values import Val
 
 
 def batch_size(rc: RuleContext) -> None:
@@ -78,6 +80,16 @@ def logging(rc: RuleContext) -> None:
             reduced.append(e)
         elif rank0:
             rank0_unreduced.append(e)
+    scaled = _accum_scaled(rc, logs)
+    if scaled is not None:
+        e, divisor = scaled
+        rc.emit(
+            "logged_loss_reduction_wrong",
+            True,
+            e.where,
+            f"logged loss is the last micro-batch's loss divided by {divisor} for backward, "
+            f"neither summed over the window nor multiplied back ({e.where})",
+        )
     if reduced:
         e = reduced[0]
         vals = [*e.args, *e.kwargs.values()]
@@ -95,7 +107,7 @@ def logging(rc: RuleContext) -> None:
                 else "averaged and then divided by the world size again"
             )
             rc.emit("logged_loss_reduction_wrong", True, e.where, f"logged loss {why} ({e.where})")
-        else:
+        elif scaled is None:
             rc.emit(
                 "logged_loss_reduction_wrong",
                 False,
@@ -110,6 +122,45 @@ def logging(rc: RuleContext) -> None:
             e.where,
             f"rank 0 logs its own micro-batch loss without an all_reduce ({e.where})",
         )
+
+
+def _accum_scaled(rc: RuleContext, logs: list[Event]) -> tuple[Event, str] | None:
+    """A logged loss that still carries the division by the accumulation count (the value that
+    went to backward, logged as it is): (the log call, the divisor as written).
+
+    Summing the divided micro-losses over the window gives the window's mean, and a later
+    multiplication by the count undoes the division; neither leaves the division on the value
+    (a sum starts from the accumulator, whose arithmetic history is its own)."""
+    accum = rc.a.accum
+    if accum.style in ("none", "framework") or accum.accumulates is False:
+        return None
+    k_names = {text(accum.k_node)} if accum.k_node is not None else set()
+    for e in logs:
+        for v in _logged_values([*e.args, *e.kwargs.values()]):
+            if V.FWD not in v.taint:
+                continue
+            divisor = None
+            for op in v.ops:
+                value = num(op.val) if op.val.known else None
+                if not names_the_count(text(op.expr, 200), value, accum, k_names):
+                    continue
+                divisor = text(op.expr, 200) if op.op == "div" else None
+            if divisor is not None:
+                return e, divisor
+    return None
+
+
+def _logged_values(vals: list[Val]) -> list[Val]:
+    """The values a log call receives, with the entries of a dict or a tuple it is handed
+    (``log({"train/loss": loss.item()})``)."""
+    out: list[Val] = []
+    todo = list(vals)
+    while todo and len(out) < 64:
+        v = todo.pop()
+        out.append(v)
+        todo.extend(v.items or ())
+        todo.extend(item for _, item in v.mapping or ())
+    return out
 
 
 def _divisor_text(e: Event) -> str:
