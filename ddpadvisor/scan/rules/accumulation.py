@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
@@ -674,13 +675,22 @@ def comm_hook(rc: RuleContext) -> None:
     if hooks:
         rc.emit(fact, True, hooks[0].where, f"DDP communication hook registered ({hooks[0].where})")
         _hook_averages(rc, hooks[0])
-    manual = [
-        e
-        for e in a.calls()
-        if apis.last(e.name) in ("all_reduce", "all_reduce_coalesced", "reduce")
-        and e.args
-        and (e.args[0].kind == "grad" or ".grad" in text(e.kw_node("tensor", 0), 200))
-    ]
+    manual = []
+    for e in a.calls():
+        if not (
+            apis.last(e.name) in ("all_reduce", "all_reduce_coalesced", "reduce")
+            and e.args
+            and (e.args[0].kind == "grad" or ".grad" in text(e.kw_node("tensor", 0), 200))
+        ):
+            continue
+        group = _group_of(e.node)
+        if group is not None and not _DATA_PARALLEL_GROUP.search(group):
+            # over a context-, tensor- or sequence-parallel group each rank holds a shard's
+            # share of the gradient, and summing the shares is the right reduction; it is not
+            # the data-parallel average DDP does
+            rc.warn(f"{e.where}: gradients all-reduced over the group {group}; not read as DDP's")
+            continue
+        manual.append(e)
     if manual:
         e = manual[0]
         rc.emit(fact, True, e.where, f"gradients all-reduced by hand after backward ({e.where})")
@@ -732,6 +742,25 @@ def _hook_averages(rc: RuleContext, reg: Event) -> None:
         _averages_in(
             rc, fn, f"{hook.const.scope.module.label}:{fn.lineno}", f"hook {hook.const.name}()"
         )
+
+
+# A group expression that names the data-parallel group, or the whole world.
+_DATA_PARALLEL_GROUP = re.compile(
+    r"(?i)(?<![a-z])(?:dp|ddp|data|world|default)(?![a-z])|data_parallel"
+)
+
+
+def _group_of(node: ast.AST) -> str | None:
+    """The process group an all-reduce call names (``group=`` or its third argument), as written;
+    None for the default group."""
+    if not isinstance(node, ast.Call):
+        return None
+    given = [k.value for k in node.keywords if k.arg == "group"]
+    if apis.last(dotted(node.func)) == "all_reduce":
+        given += node.args[2:3]  # all_reduce(tensor, op, group)
+    if not given or (isinstance(given[0], ast.Constant) and given[0].value is None):
+        return None
+    return text(given[0], 120)
 
 
 def _reduce_averages(node: ast.AST) -> bool:
