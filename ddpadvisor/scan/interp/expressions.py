@@ -19,6 +19,7 @@ from ddpadvisor.scan.interp.frames import (
     _RANK_ENV,
     _RANK_NAMES,
     _WORLD_ENV,
+    _WORLD_GETTER,
     _WORLD_NAMES,
     ClassInfo,
     Frame,
@@ -488,6 +489,9 @@ class Expressions(WalkerCore):
         )
         self.events.append(ev)
         result = self.call_semantics(ev, fval, frame, ctx)
+        called = method or (apis.last(name) if name else "")
+        if called and not result.known and _WORLD_GETTER.fullmatch(called):
+            result = result.with_taint(V.WORLD)
         ev.result = result
         return result
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field, replace
 
 from ddpadvisor.scan import apis
@@ -42,6 +43,10 @@ _WORLD_NAMES = {
     "nprocs",
     "num_processes",
 }
+# A getter whose name says it returns the data-parallel world size (Megatron's
+# get_data_parallel_world_size, a recipe's own _get_dp_group_size): its result is the world size
+# even when its body is not read.
+_WORLD_GETTER = re.compile(r"_?(?:get_)?(?:(?:data_parallel|dp|ddp)_(?:group_|world_)?|world_)size")
 _MAIN_PROCESS_NAMES = {
     "master_process",
     "is_master",
