@@ -41,6 +41,7 @@ CAUSE_FACTS: dict[str, list[tuple[str, Check]]] = {
     "ddp-wrapper-bypassed": [("forward_bypasses_ddp", True)],
     "extra-backward-through-ddp": [("extra_backward_through_ddp", True)],
     "loss-scaled-by-world-size": [("loss_multiplied_by_world_size", True)],
+    "loss-divided-by-world-size": [("loss_divided_by_world_size", True)],
     "accum-token-normalisation": [("loss_normalised_by_global_tokens", False)],
     "per-rank-token-mean-loss": [("loss_normalised_by_global_tokens", False)],
     "clip-on-local-grads": [("clip_inside_no_sync", True)],

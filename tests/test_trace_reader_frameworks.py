@@ -96,3 +96,25 @@ def test_world_size_scaling_under_a_dividing_framework(tmp_path, kb, factor, sca
     assert facts["grad_accum_steps"] == 4
     assert facts["loss_divided_by_accum"] is True
     assert facts["loss_multiplied_by_world_size"] is scaled
+
+
+@pytest.mark.parametrize(
+    ("accum", "factor", "divided"),
+    [(1, 0.5, True), (1, 1.0, False), (4, 0.125, True), (4, 0.25, False)],
+)
+def test_world_size_division_on_top_of_ddp(tmp_path, kb, accum, factor, divided):  # type: ignore[no-untyped-def]
+    """Two ranks: a loss that reaches backward with 1 / (world x accumulation) is divided by
+    the world size as well as by the accumulation count; 1 / accumulation alone is not."""
+    steps = [
+        {
+            "k": "step",
+            "s": s,
+            "loss": [1.0] * accum,
+            "fac": [factor] * accum,
+            "syn": [False] * (accum - 1) + [True],
+        }
+        for s in range(1, 7)
+    ]
+    folder = _write(tmp_path / "t", {r: [*_head(r), *steps] for r in (0, 1)})
+    facts = {o.fact: o.value for o in read_trace(kb, folder).observations}
+    assert facts["loss_divided_by_world_size"] is divided

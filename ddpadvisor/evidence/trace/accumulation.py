@@ -91,3 +91,17 @@ class AccumulationReader(Context):
                     f"{accum} accumulation steps: multiplied by the world size, then divided"
                 )
             self.add("loss_multiplied_by_world_size", scaled, detail=detail)
+            if not tensor_div:
+                # / world size (and / k with accumulation) on top of DDP's own average; a
+                # division by a token or sample tensor leaves the count unknown here
+                total = factor * max(accum, 1) * self.world
+                halved = factor < 0.999 and abs(total - 1) < 1e-6
+                self.add(
+                    "loss_divided_by_world_size",
+                    halved,
+                    detail=f"the loss reaches backward with factor {_fmt(factor)} = 1 / world size"
+                    + (f" / {accum} accumulation steps" if accum >= 2 else "")
+                    + ": divided by the world size, and DDP averages again"
+                    if halved
+                    else None,
+                )

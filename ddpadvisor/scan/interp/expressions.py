@@ -211,6 +211,8 @@ class Expressions(WalkerCore):
                 ops = (*ops, Op("div", right_node, right))
             if V.WORLD in right.taint:
                 taint.add(V.DIV_WORLD)
+                if at and V.FWD in left.taint:
+                    taint.add(f"divworld@{at}")
                 taint.discard(V.REDUCED_SUM)
                 taint.discard("reduced_div_unknown")
                 if V.REDUCED_AVG in left.taint:
@@ -225,6 +227,8 @@ class Expressions(WalkerCore):
             if V.FWD in left.taint and V.FWD not in right.taint:
                 if V.GLOBAL_TOKENS in right.taint:
                     taint.add(V.NORM_GLOBAL)
+                    if at:
+                        taint.add(f"normglobal@{at}")
                     taint.discard(V.SUM_RED)
                     taint.add(V.MEAN_RED)
                 elif V.SUM_RED in left.taint and (V.TOKENS in right.taint or V.DATA in right.taint):

@@ -70,6 +70,7 @@ RULES: tuple[Rule, ...] = (
     _rule(accumulation.forward_route, "forward_bypasses_ddp"),
     _rule(accumulation.extra_backward, "extra_backward_through_ddp"),
     _rule(accumulation.loss_scaling, "loss_multiplied_by_world_size"),
+    _rule(accumulation.loss_division, "loss_divided_by_world_size"),
     _rule(precision.precision, "precision", "uses_grad_scaler"),
     _rule(precision.clipping, "uses_grad_clipping", "clip_inside_no_sync", "unscale_before_clip"),
     _rule(runtime.compile, "uses_torch_compile"),
@@ -114,6 +115,7 @@ EXCERPT_CANNOT_SHOW: dict[str, frozenset[object] | None] = {
     "forward_bypasses_ddp": frozenset(),  # off the forward call shown
     "extra_backward_through_ddp": frozenset({False}),
     "loss_multiplied_by_world_size": frozenset({False}),
+    "loss_divided_by_world_size": frozenset({False}),
     "precision": frozenset({"fp32"}),
     "uses_grad_scaler": frozenset({False}),
     "uses_grad_clipping": frozenset({False}),

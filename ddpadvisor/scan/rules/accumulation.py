@@ -636,26 +636,32 @@ def extra_backward(rc: RuleContext) -> None:
     rc.emit(fact, False, first.where, "one backward through the DDP model per micro-step")
 
 
-def loss_scaling(rc: RuleContext) -> None:
+def _trained_loss(rc: RuleContext) -> tuple[Val, str] | None:
+    """The loss that goes to backward (a LightningModule's training_step return under
+    automatic optimization) and where, when it comes from the model's forward."""
     a = rc.a
     b = a.main_backward
-    if rc.hf:
-        rc.emit("loss_multiplied_by_world_size", False, "", "HF Trainer computes the loss")
-        return
     tr = rc.pl_trainer() if rc.pl else None
     if tr is not None:
         step = (tr.extra.get("hooks") or {}).get("training_step")
-        where = tr.where
         if step is None or tr.extra.get("manual"):
-            return
-        loss = step
+            return None
+        loss, where = step, tr.where
     elif b is None:
-        return
+        return None
     else:
-        loss = a.loss_of(b)
-        where = b.where
-    if V.FWD not in loss.taint:
+        loss, where = a.loss_of(b), b.where
+    return (loss, where) if V.FWD in loss.taint else None
+
+
+def loss_scaling(rc: RuleContext) -> None:
+    if rc.hf:
+        rc.emit("loss_multiplied_by_world_size", False, "", "HF Trainer computes the loss")
         return
+    trained = _trained_loss(rc)
+    if trained is None:
+        return
+    loss, where = trained
     if V.MUL_WORLD in loss.taint and V.NORM_GLOBAL not in loss.taint:
         where = (lines_at(loss.taint, "mulworld") or [where])[-1]
         rc.emit(
@@ -666,6 +672,44 @@ def loss_scaling(rc: RuleContext) -> None:
         )
         return
     rc.emit("loss_multiplied_by_world_size", False, where, "loss not rescaled by the world size")
+
+
+def loss_division(rc: RuleContext) -> None:
+    """A loss divided by the world size (or normalised by a count summed over all ranks and not
+    multiplied back) while DDP or FSDP averages the gradients as well: divided twice."""
+    fact = "loss_divided_by_world_size"
+    if rc.hf:
+        rc.emit(fact, False, "", "HF Trainer computes the loss")
+        return
+    averaged = rc.a.ddps or rc.a.fsdps or rc.pl_trainer() is not None
+    trained = _trained_loss(rc)
+    if trained is None or not averaged:
+        return  # without DDP's average, a hand-written SUM of gradients wants the division
+    loss, where = trained
+    if V.MUL_WORLD in loss.taint:
+        rc.emit(fact, False, where, "the loss carries the world size as a factor, not a divisor")
+        return
+    divided_at = lines_at(loss.taint, "divworld")  # the loss divided, not its divisor's history
+    if divided_at:
+        where = divided_at[-1]
+        rc.emit(
+            fact,
+            True,
+            where,
+            f"loss divided by the world size before backward ({where}); DDP divides again",
+        )
+        return
+    if V.NORM_GLOBAL in loss.taint:
+        where = (lines_at(loss.taint, "normglobal") or [where])[-1]
+        rc.emit(
+            fact,
+            True,
+            where,
+            f"loss normalised by a count summed over all ranks and not multiplied back by the "
+            f"world size ({where}); DDP's average divides it by the world size again",
+        )
+        return
+    rc.emit(fact, False, where, "loss not divided by the world size")
 
 
 def comm_hook(rc: RuleContext) -> None:
@@ -698,7 +742,20 @@ def comm_hook(rc: RuleContext) -> None:
         body = loop.node if loop is not None else e.node
         b = a.main_backward
         summed = b is not None and V.SUM_RED in a.loss_of(b).taint
-        if summed and not _reduce_averages(e.node):
+        # the loss itself divided by the world size (not a count that was: nanoGPT's
+        # accumulation steps are the global count // world size)
+        divided = b is not None and bool(lines_at(a.loss_of(b).taint, "divworld"))
+        if b is not None and divided and not _reduce_averages(e.node):
+            # the loss went to backward already divided by the world size: the summed
+            # gradients are the average (the classic hand-written data parallelism)
+            rc.emit(
+                "comm_hook_averages",
+                True,
+                e.where,
+                f"the loss was divided by the world size before backward ({b.where}), so the "
+                "summed gradients are the average",
+            )
+        elif summed and not _reduce_averages(e.node):
             # A loss summed over samples, summed over ranks: the gradient of the whole global
             # batch, as one GPU computes it for the same summed loss; no W-times mismatch.
             rc.warn(

@@ -1,5 +1,5 @@
 """Token losses summed and divided by the token count of all ranks: the DDP-correct mean."""
-# scan-facts: variable_length_sequences=true loss_normalised_by_global_tokens=true loss_reduction=mean
+# scan-facts: variable_length_sequences=true loss_normalised_by_global_tokens=true loss_reduction=mean loss_divided_by_world_size=false
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
