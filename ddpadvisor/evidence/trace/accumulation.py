@@ -95,13 +95,12 @@ class AccumulationReader(Context):
                 # / world size (and / k with accumulation) on top of DDP's own average; a
                 # division by a token or sample tensor leaves the count unknown here
                 total = factor * max(accum, 1) * self.world
-                halved = factor < 0.999 and abs(total - 1) < 1e-6
-                self.add(
-                    "loss_divided_by_world_size",
-                    halved,
-                    detail=f"the loss reaches backward with factor {_fmt(factor)} = 1 / world size"
-                    + (f" / {accum} accumulation steps" if accum >= 2 else "")
-                    + ": divided by the world size, and DDP averages again"
-                    if halved
-                    else None,
-                )
+                by_world = factor < 0.999 and abs(total - 1) < 1e-6
+                detail = None
+                if by_world:
+                    per = f" / {accum} accumulation steps" if accum >= 2 else ""
+                    detail = (
+                        f"the loss reaches backward with factor {_fmt(factor)} = 1 / world size"
+                        f"{per}: divided by the world size, and DDP averages again"
+                    )
+                self.add("loss_divided_by_world_size", by_world, detail=detail)
