@@ -210,7 +210,6 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
     if V.FWD not in loss.taint:
         rc.warn(f"{b.where}: cannot trace the loss back to the model; loss scaling not decided")
         return
-    k_names = {text(accum.k_node)} if accum.k_node is not None else set()
     loop = accum.micro_loop
     iter_text = ""
     if loop is not None and isinstance(loop.node, (ast.For, ast.AsyncFor)):
@@ -221,7 +220,7 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
         value = num(op.val) if op.val.known else None
         if value is not None and op.op == "mul":
             value = 1 / value if value else None
-        if names_the_count(t, value, accum, k_names) or (iter_text and t == f"len({iter_text})"):
+        if names_the_count(t, value, accum) or (iter_text and t == f"len({iter_text})"):
             rc.emit("loss_divided_by_accum", True, b.where, f"loss divided by {t} before backward")
             return
     if V.NORM_GLOBAL in loss.taint:
@@ -237,7 +236,7 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
             f"{b.where}: loss divided by {text(divs[0].expr)}; not sure it is the accumulation count"
         )
         return
-    scaled = _grads_divided(accum, k_names)
+    scaled = _grads_divided(accum)
     if scaled is not None:
         rc.emit(
             "loss_divided_by_accum",
@@ -256,16 +255,16 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
     )
 
 
-def names_the_count(t: str, value: object, accum: Accum, k_names: set[str]) -> bool:
+def names_the_count(t: str, value: object, accum: Accum) -> bool:
     """A divisor (as written, and its value when constant) that is the accumulation count."""
     return (
         (accum.k is not None and value == accum.k)
-        or t in k_names
+        or (accum.k_node is not None and t == text(accum.k_node))
         or any(w in t.lower() for w in ("accum", "grad_acc", "gradient_acc", "micro"))
     )
 
 
-def _grads_divided(accum: Accum, k_names: set[str]) -> tuple[str, str] | None:
+def _grads_divided(accum: Accum) -> tuple[str, str] | None:
     """``p.grad /= k`` (or ``p.grad.div_(k)``) in the loop that steps, by the accumulation
     count: (the divisor as written, where)."""
     step = accum.step
@@ -276,7 +275,7 @@ def _grads_divided(accum: Accum, k_names: set[str]) -> tuple[str, str] | None:
 
     def is_count(node: ast.AST) -> bool:
         value = node.value if isinstance(node, ast.Constant) else None
-        return names_the_count(text(node, 200), value, accum, k_names)
+        return names_the_count(text(node, 200), value, accum)
 
     # the loop that holds both the micro-steps and the step (steps may sit in a loop of their own)
     micro = accum.micro_loop
@@ -744,8 +743,11 @@ def comm_hook(rc: RuleContext) -> None:
         summed = b is not None and V.SUM_RED in a.loss_of(b).taint
         # the loss itself divided by the world size (not a count that was: nanoGPT's
         # accumulation steps are the global count // world size)
-        divided = b is not None and bool(lines_at(a.loss_of(b).taint, "divworld"))
-        if b is not None and divided and not _reduce_averages(e.node):
+        if (
+            b is not None
+            and lines_at(a.loss_of(b).taint, "divworld")
+            and not _reduce_averages(e.node)
+        ):
             # the loss went to backward already divided by the world size: the summed
             # gradients are the average (the classic hand-written data parallelism)
             rc.emit(

@@ -134,7 +134,6 @@ def _accum_scaled(rc: RuleContext, logs: list[Event]) -> tuple[Event, str] | Non
     accum = rc.a.accum
     if accum.style in ("none", "framework") or accum.accumulates is False:
         return None
-    k_names = {text(accum.k_node)} if accum.k_node is not None else set()
     for e in logs:
         for v in _logged_values([*e.args, *e.kwargs.values()]):
             if V.FWD not in v.taint:
@@ -142,7 +141,7 @@ def _accum_scaled(rc: RuleContext, logs: list[Event]) -> tuple[Event, str] | Non
             divisor = None
             for op in v.ops:
                 value = num(op.val) if op.val.known else None
-                if not names_the_count(text(op.expr, 200), value, accum, k_names):
+                if not names_the_count(text(op.expr, 200), value, accum):
                     continue
                 divisor = text(op.expr, 200) if op.op == "div" else None
             if divisor is not None:
