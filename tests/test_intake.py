@@ -172,6 +172,42 @@ def test_a_metric_of_zero_is_not_read_from_a_decimal(
     assert (found.get("loss_pattern") == "metric_only") is metric_only
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # how reporters compare the multi-GPU run with the single-GPU one
+        (
+            "It learned much more slowly on two GPUs than on one.",
+            {"loss_pattern": "worse_than_reference"},
+        ),
+        (
+            "One GPU with 8 images per GPU reaches AP 0.75, while four GPUs only reach 0.71.",
+            {"loss_pattern": "worse_than_reference", "single_gpu_converges": True},
+        ),
+        (
+            "Its accuracy curve was much better than the eight-GPU one.",
+            {"loss_pattern": "worse_than_reference"},
+        ),
+        ("On a single A100 the loss behaves normally.", {"single_gpu_converges": True}),
+        (
+            "The AP logged during training does not match what test.py gives for the checkpoint.",
+            {"loss_pattern": "metric_only"},
+        ),
+        ("训练时评估的 mAP 和单独测试的结果对不上", {"loss_pattern": "metric_only"}),
+        # not a comparison of outcomes: a slower run, a weak single-GPU run, curves that differ
+        ("Training is slower on 8 GPUs.", {}),
+        ("On one GPU it only reaches 0.3 AP.", {}),
+        ("The loss curves do not match between runs.", {}),
+    ],
+)
+def test_comparisons_with_the_single_gpu_run(
+    engine: Engine, text: str, expected: dict[str, object]
+) -> None:
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    wanted = {"loss_pattern", "single_gpu_converges"}
+    assert {k: v for k, v in found.items() if k in wanted} == expected
+
+
 def test_nothing_found_in_unrelated_text(engine: Engine) -> None:
     assert extract(engine.kb, "The weather is nice today. 今天天气不错。") == []
 
