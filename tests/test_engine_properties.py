@@ -176,3 +176,28 @@ def test_ranking_is_probability_then_name(probs: list[float]) -> None:
     causes = [f"c{(7 * i) % 31:02d}" for i in range(len(probs))]
     post = Posterior(causes, probs, [0.0] * len(probs), {})
     assert post.ranking() == sorted(range(len(probs)), key=lambda i: (-probs[i], causes[i]))
+
+
+def test_tables_do_not_depend_on_the_order_links_are_written_in() -> None:
+    # "precision in [fp16_amp, pure_fp16], certain" then "precision is fp16_amp, strong" must
+    # compile the same whichever of the two a rule writes first
+    import copy
+
+    from ddpadvisor.engine.model import load_model
+    from ddpadvisor.service import load_engine
+
+    kb = load_engine().kb
+    flipped = copy.deepcopy(kb)
+    for cause in flipped.causes.values():
+        cause.evidence.reverse()
+    ours, theirs = load_model(kb), load_model(flipped)
+    nested = 0
+    for fact_id, table in ours.facts.items():
+        for ci, row in table.likelihood.items():
+            other = theirs.facts[fact_id].likelihood[ci]
+            assert all(math.isclose(a, b, abs_tol=1e-12) for a, b in zip(row, other)), (
+                fact_id,
+                ours.causes[ci],
+            )
+        nested += sum(1 for paths in table.paths.values() if len(paths) > 1)
+    assert nested > 0  # the bundled KB has facts linked twice to one cause

@@ -14,6 +14,7 @@ O(causes + links).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -150,6 +151,35 @@ def _restrict(dist: list[float], sel: set[int]) -> list[float]:
     return [dist[i] / mass if i in sel else 0.0 for i in range(len(dist))]
 
 
+def _forced(healthy: list[float], links: dict[frozenset[int], float]) -> list[float]:
+    """P(class | cause) when each predicate S independently forces the fact into S with its
+    chance q. Where several force it, the value lies in all of them ("fp16 of either kind" and
+    "fp16 AMP": AMP); where they cannot all hold (">1.1" and "<0.9"), it follows one of them in
+    proportion to its q. Nothing forced: the healthy spread. The result does not depend on the
+    order the links were written in."""
+    items = sorted(links.items(), key=lambda kv: sorted(kv[0]))
+    out = [0.0] * len(healthy)
+    for fired in itertools.product((False, True), repeat=len(items)):
+        weight = math.prod(q if on else 1 - q for on, (_, q) in zip(fired, items))
+        chosen = [(sel, q) for on, (sel, q) in zip(fired, items) if on]
+        if weight <= 0:
+            continue
+        if not chosen:
+            part = healthy
+        else:
+            common = set.intersection(*(set(sel) for sel, _ in chosen))
+            if common:
+                part = _restrict(healthy, common)
+            else:
+                total = sum(q for _, q in chosen)
+                part = [0.0] * len(healthy)
+                for sel, q in chosen:
+                    inside = _restrict(healthy, set(sel))
+                    part = [a + q / total * b for a, b in zip(part, inside)]
+        out = [a + weight * b for a, b in zip(out, part)]
+    return out
+
+
 def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
     cause_ids = list(kb.causes)
     causes = [*cause_ids, CATCH_ALL]
@@ -193,7 +223,8 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
                         gates.setdefault(ci, []).append(fact_id)
                         break
             dist = list(table.healthy)
-            # Noisy-OR over paths that share a predicate, mixtures across predicates, p last.
+            # Noisy-OR over paths that share a predicate, then the predicates together
+            # (``_forced``), p last.
             merged: dict[frozenset[int], float] = {}
             explicit: list[tuple[set[int], float]] = []
             for path, sel in paths:
@@ -202,9 +233,8 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
                 else:
                     key = frozenset(sel)
                     merged[key] = 1 - (1 - merged.get(key, 0.0)) * (1 - path.weight)
-            for sel_key, q in merged.items():
-                inside = _restrict(dist, set(sel_key))
-                dist = [(1 - q) * d + q * r for d, r in zip(dist, inside)]
+            if merged:
+                dist = _forced(dist, merged)
             for sel, p in explicit:
                 inside = _restrict(dist, sel)
                 outside = _restrict(dist, set(range(len(dist))) - sel)
