@@ -5,7 +5,9 @@ healthy distribution h (the leak). A link "cause -> predicate S with strength q"
 probability q the cause forces the fact into S (spread like h within S), otherwise it leaves
 the fact alone. On a bool fact this is exactly the noisy-OR of QMR-DT with leak h(S).
 A mechanism path multiplies strengths (cause->mechanism q1, mechanism->finding q2 gives q1*q2).
-An explicit ``p`` fixes P(S | cause) outright and is applied last.
+Paths to one predicate combine by noisy-OR; different predicates force independently, and
+where several fire the value lies in all their sets, or in one of them when they exclude each
+other (``_forced``). An explicit ``p`` fixes P(S | cause) outright and is applied last.
 
 Only causes linked to a fact get a table for it; every other cause predicts h, exactly like the
 catch-all, so it drops out of that fact's likelihood ratio. That keeps inference
