@@ -27,7 +27,10 @@ and a bare git mirror of that repository is on disk (``--mirrors``, default ``/w
 Python files, read once into a cache outside the repository (``DDPADVISOR_SCRIPT_CACHE``).
 Cases without one, or without the mirror, decline the scan step as in the headline. A fourth
 line gives the same cases with the user scanning their script as the first step (it counts as
-one), as a user who opens the tool with ``--script`` would.
+one), as a user who opens the tool with ``--script`` would. The last line gives every recorded
+answer and measurement at once, after the intake: the most any order of questions could reach
+with what these reporters know, so a gap between it and the headline is the question order's
+and a gap above it is the knowledge base's.
 
 The ``split`` of every case was fixed when the corpus was collected (every third case in the
 order the reports were found is held out). Tune on the ``tuned`` part only; report both.
@@ -343,9 +346,12 @@ def replay(
     with_code: bool = True,
     script: Path | None = None,
     script_first: bool = False,
+    every_answer: bool = False,
 ) -> Replay:
     """Replay one case; ``script`` (the reporter's real file) lets a scan step run the scanner,
-    and with ``script_first`` the user scans it as their first step, before any question."""
+    and with ``script_first`` the user scans it as their first step, before any question. With
+    ``every_answer`` every recorded answer and measurement counts from the start, after the
+    intake: the most any order of questions can reach with what this reporter knows."""
     from ddpadvisor.kb.values import ValueProblem
     from ddpadvisor.observation import UnknownFact
 
@@ -381,6 +387,11 @@ def replay(
                 observations.append(_observe(kb, case, fact, recorded, "intake"))
             counts[outcome] += 1
             intake_facts.append(f"{fact}={item.value} ({outcome})")
+    if every_answer:
+        have = {o.fact for o in observations}
+        for fact, value in {**case.answers, **case.measured}.items():
+            if fact not in have:  # the intake's reading (a recorded value, or code) stands
+                observations.append(_observe(kb, case, fact, value, f"{case.name} (every answer)"))
     declined: set[str] = set()
     ran: set[str] = set()  # probe, trace and scan steps already taken (run or declined)
     # the causes the user's own words read like count at every step, as in the TUI
@@ -591,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
             replay(engine, c, args.steps, extract, script=on_disk.get(c.name), script_first=True)
             for c in cases
         ]
+        ceiling = [replay(engine, c, 0, extract, every_answer=True) for c in cases]
     except (CorpusProblem, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -604,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["without_code_splits"] = as_json(no_code, args.steps, extract is not None)["splits"]
         doc["with_script_splits"] = as_json(scanned, args.steps, extract is not None)["splits"]
         doc["script_first_splits"] = as_json(scan_first, args.steps, extract is not None)["splits"]
+        doc["every_answer_splits"] = as_json(ceiling, 0, extract is not None)["splits"]
         doc["scripts"] = {"recorded": len(scripts), "on_disk": len(on_disk)}
         print(json.dumps(doc, indent=2))
         return 0
@@ -651,6 +664,16 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("generous (probe/trace/scan steps may also read the recorded answers; an upper bound):")
     _print_splits(generous, args.steps, (1, 2, 3))
+    print()
+    print(
+        "every recorded answer and measurement given at once, after the intake (the most any"
+        " order of questions can reach with what these reporters know):"
+    )
+    for split in SPLITS:
+        part = [r for r in ceiling if r.case.split == split]
+        top1 = _pct(sum(r.rank_final == 1 for r in part), len(part))
+        top3 = _pct(sum(r.rank_final <= 3 for r in part), len(part))
+        print(f"  {split}: top-1 {top1}; top-3 {top3}")
     print()
     reoffered = sum(r.reoffered for r in results)
     stuck = sum(r.stuck for r in results)

@@ -341,3 +341,17 @@ def test_script_first_scans_before_any_question_and_counts_as_a_step(tmp_path: P
     # without a script on disk the mode changes nothing
     plain = bench.replay(engine, case, 8, None, script_first=True)
     assert plain.steps == bench.replay(engine, case, 8, None).steps
+
+
+def test_every_answer_counts_from_the_start() -> None:
+    engine = load_engine()
+
+    def extract(kb, text):  # type: ignore[no-untyped-def]
+        return [SimpleNamespace(fact="world_size", value=2, phrase="x", origin="code")]
+
+    case = _case(answers={"uses_distributed_sampler": False}, measured={"world_size": 8})
+    asked = bench.replay(engine, case, 0, extract)
+    every = bench.replay(engine, case, 0, extract, every_answer=True)
+    assert every.steps == [] and asked.steps == []
+    # the sampler answer, never asked in zero steps, now moves the true cause up
+    assert every.rank_final < asked.rank_final
