@@ -9,7 +9,7 @@ shown where the thread itself reports such a measurement (``measured``).
 
 The replay starts from the facts the intake text yields (``ddpadvisor.evidence.intake`` when it
 exists, otherwise none) and, at every step, the causes the whole pasted text reads like
-(``ddpadvisor.kb.resemblance``), as ``ask`` and the TUI's describe screen count them. The
+(``ddpadvisor.evidence.intake.described``), as ``ask`` and the TUI's describe screen count them. The
 simulated user confirms an extracted fact that agrees with their recorded answer, corrects one
 that disagrees, and rejects one they have no answer for (it would put words in their mouth). Then it takes the tool's best next step at most ``--steps`` times:
 ``Diagnosis.next_steps`` when the engine offers it, else ``Diagnosis.next_questions``. Asked
@@ -299,7 +299,14 @@ def _offered(diagnosis: Diagnosis, kb: KnowledgeBase) -> list[tuple[str, tuple[s
 
 
 def _resemblance(kb: KnowledgeBase, text: str) -> list[Any]:
-    """The causes the pasted text reads like (``ddpadvisor.kb.resemblance`` when it exists)."""
+    """The causes the pasted text reads like, as ``ask`` and the TUI read it
+    (``ddpadvisor.evidence.intake.described``, else ``ddpadvisor.kb.resemblance``)."""
+    try:
+        intake = importlib.import_module("ddpadvisor.evidence.intake")
+    except ImportError:
+        intake = None
+    if intake is not None and hasattr(intake, "described"):
+        return list(intake.described(kb, [text]))
     try:
         module = importlib.import_module("ddpadvisor.kb.resemblance")
     except ImportError:

@@ -184,9 +184,8 @@ def _sources(args: argparse.Namespace) -> Sources:
 
 
 def cmd_ask(argv: list[str]) -> int:
-    from ddpadvisor.evidence.intake import extract, read_text, to_observations
+    from ddpadvisor.evidence.intake import described, extract, read_text, to_observations
     from ddpadvisor.i18n import detect, t
-    from ddpadvisor.kb.resemblance import resemble
     from ddpadvisor.report.models import IntakeOut
     from ddpadvisor.report.text import render_text
     from ddpadvisor.service import gather_sources, load_engine
@@ -208,7 +207,7 @@ def cmd_ask(argv: list[str]) -> int:
         gpu_available=gpu,
         declined=got.declined,
         verified=got.verified,
-        resemblance=resemble(engine.kb, texts),
+        resemblance=described(engine.kb, texts),
         lang=lang,
     )
     diagnosis.intake = [

@@ -39,11 +39,10 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
     fails: list[str] = []
     extra = None
     if test.text:
-        from ddpadvisor.evidence.intake import extract, to_observations
-        from ddpadvisor.kb.resemblance import resemble
+        from ddpadvisor.evidence.intake import described, extract, to_observations
 
         # the text is read as `ask` reads it: facts, and the causes it reads like
-        extra = engine.extra_terms(None, resemble(kb, [test.text]))
+        extra = engine.extra_terms(None, described(kb, [test.text]))
         found = extract(kb, test.text)
         got = {f.fact: f.value for f in found}
         for fid, raw in test.expect_facts.items():

@@ -277,3 +277,46 @@ def test_flat_answers_file_unknown_is_declined_in_json(tmp_path: Path) -> None:
     assert doc["declined"] == ["precision", "trace"]
     assert not {"precision", "trace"} & {s["id"].removeprefix("ask:") for s in doc["next_steps"]}
     assert doc["facts"][0]["value"] == "diverges"
+
+
+PROSE = (
+    "Each rank averages the loss over its own target tokens, so DDP weights the ranks equally "
+    "instead of by token count, and the training loss curves differ with the number of nodes."
+)
+EXCERPT = "\n".join(
+    [
+        "```python",
+        "import torch",
+        "from torch.utils.data import DataLoader",
+        *[f"layer_{i} = torch.nn.Linear(hidden_size, hidden_size)" for i in range(25)],
+        "for batch in DataLoader(dataset, batch_size=per_device_batch):",
+        "    outputs = model(**batch)",
+        "    optimizer.step()",
+        "```",
+    ]
+)
+
+
+def test_a_long_excerpt_does_not_drown_the_prose(engine: Engine) -> None:
+    from ddpadvisor.evidence.intake import _blank, code_blocks, described
+    from ddpadvisor.kb.resemblance import log_lr, resemble
+
+    text = f"{PROSE}\n\n{EXCERPT}\n"
+    prose = _blank(text, code_blocks(text))
+    assert "hidden_size" not in prose and "target tokens" in prose
+    pasted = {r.cause: r for r in resemble(engine.kb, [text])}
+    alone = {r.cause: r for r in resemble(engine.kb, [prose])}
+    read = {r.cause: r for r in described(engine.kb, [text])}
+    cause = "per-rank-token-mean-loss"
+    assert alone[cause].score > pasted[cause].score  # the excerpt dilutes the whole paste
+    assert read[cause] == alone[cause]
+    # each cause at its stronger reading: never the two added up
+    for c, r in read.items():
+        assert log_lr(r) == max(log_lr(x[c]) if c in x else 0.0 for x in (alone, pasted))
+
+
+def test_without_code_one_reading(engine: Engine) -> None:
+    from ddpadvisor.evidence.intake import described
+    from ddpadvisor.kb.resemblance import resemble
+
+    assert described(engine.kb, [PROSE]) == resemble(engine.kb, [PROSE])

@@ -16,13 +16,14 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
-from ddpadvisor.kb.resemblance import resemble
+from ddpadvisor.kb.resemblance import Resemblance, resemble_readings
 from ddpadvisor.kb.values import Value, ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation
 
@@ -340,9 +341,19 @@ def read_text(path: Path) -> str:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
 
 
+def described(kb: KnowledgeBase, texts: Iterable[str]) -> list[Resemblance]:
+    """The causes a description reads like, read twice: as pasted, and as its prose with the
+    code blanked out. A long excerpt's identifiers otherwise drown the user's own words; the
+    identifiers an account names (``lr_scheduler.step``, ``model.module``) still count in the
+    first reading. Each cause counts at the stronger of the two."""
+    whole = "\n\n".join(t for t in texts if t.strip())
+    prose = _blank(whole, code_blocks(whole))
+    return resemble_readings(kb, [whole] if prose == whole else [whole, prose])
+
+
 def read_description(kb: KnowledgeBase, path: Path) -> Gathered:
     """Observations from a description file (``--describe FILE``), and the causes it reads
     like."""
     text = read_text(path)
     found = extract(kb, text)
-    return Gathered(to_observations(found, path.name), resemblance=resemble(kb, [text]))
+    return Gathered(to_observations(found, path.name), resemblance=described(kb, [text]))

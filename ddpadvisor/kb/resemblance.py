@@ -23,7 +23,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from ddpadvisor.kb import levels
@@ -219,3 +219,21 @@ def resemble(kb: KnowledgeBase, texts: Iterable[str]) -> list[Resemblance]:
     if not joined.strip():
         return []
     return [r for r in index_for(kb).resemble(joined) if log_lr(r) > 0]
+
+
+def resemble_readings(kb: KnowledgeBase, readings: Sequence[str]) -> list[Resemblance]:
+    """Several readings of one description (e.g. as pasted, and its prose alone), each judged
+    against the accounts on its own; a cause counts at its strongest reading, so two readings
+    never add up. Only the causes that count as evidence, best first."""
+    index = index_for(kb)
+    best: dict[str, Resemblance] = {}
+    for reading in readings:
+        if not reading.strip():
+            continue
+        for r in index.resemble(reading):
+            held = best.get(r.cause)
+            if log_lr(r) > 0 and (
+                held is None or (log_lr(r), r.score) > (log_lr(held), held.score)
+            ):
+                best[r.cause] = r
+    return sorted(best.values(), key=lambda r: (-r.score, r.cause))

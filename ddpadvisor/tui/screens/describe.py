@@ -17,9 +17,9 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Footer, SelectionList, Static, TextArea
 
-from ddpadvisor.evidence.intake import Finding, extract
+from ddpadvisor.evidence.intake import Finding, described, extract
 from ddpadvisor.i18n import t
-from ddpadvisor.kb.resemblance import Resemblance, resemble
+from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.tui.session import format_value
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class DescribeScreen(ModalScreen[int | None]):
         text = self.query_one("#describe-text", TextArea).text
         kb = self.advisor.session.engine.kb
         self.findings = extract(kb, text)
-        self.resemblance = resemble(kb, [text])[:SHOWN_RESEMBLANCE]
+        self.resemblance = described(kb, [text])[:SHOWN_RESEMBLANCE]
         found = self.query_one("#describe-found", SelectionList)
         found.clear_options()
         status = self.query_one("#describe-status", Static)
