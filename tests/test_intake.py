@@ -320,3 +320,21 @@ def test_without_code_one_reading(engine: Engine) -> None:
     from ddpadvisor.kb.resemblance import resemble
 
     assert described(engine.kb, [PROSE]) == resemble(engine.kb, [PROSE])
+
+
+@pytest.mark.parametrize(
+    ("text", "scaling"),
+    [
+        ("Throughput is 70% of linear scaling on two nodes.", None),
+        ("I call torch.sqrt(x) inside the loss.", None),
+        ("The learning rate was linearly scaled with the batch.", "linear"),
+        ("I followed the linear scaling rule.", "linear"),
+        ("lr scaled by the square root of the batch ratio", "sqrt"),
+        ("学习率线性放大了", "linear"),
+    ],
+)
+def test_linear_scaling_is_the_learning_rates_only_when_it_says_so(
+    engine: Engine, text: str, scaling: str | None
+) -> None:
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    assert found.get("lr_scaling") == scaling
