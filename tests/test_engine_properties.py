@@ -201,3 +201,15 @@ def test_tables_do_not_depend_on_the_order_links_are_written_in() -> None:
             )
         nested += sum(1 for paths in table.paths.values() if len(paths) > 1)
     assert nested > 0  # the bundled KB has facts linked twice to one cause
+
+
+def test_many_links_to_one_fact_are_not_enumerated_and_stay_order_free() -> None:
+    from ddpadvisor.engine.model import MAX_JOINT_LINKS, _forced
+
+    healthy = [1 / 8] * 8
+    sets = list(itertools.combinations(range(8), 3))[:40]  # 2^40 combinations would never end
+    links = {frozenset(c): 0.05 + 0.02 * i for i, c in enumerate(sets)}
+    assert len(links) > MAX_JOINT_LINKS
+    dist = _forced(healthy, links)
+    assert math.isclose(sum(dist), 1.0)
+    assert dist == _forced(healthy, dict(reversed(list(links.items()))))

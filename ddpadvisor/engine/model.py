@@ -153,6 +153,11 @@ def _restrict(dist: list[float], sel: set[int]) -> list[float]:
     return [dist[i] / mass if i in sel else 0.0 for i in range(len(dist))]
 
 
+# A user rule may link one cause to one fact through many predicates; above this many the
+# combinations are not enumerated (see ``_forced``).
+MAX_JOINT_LINKS = 10
+
+
 def _forced(healthy: list[float], links: dict[frozenset[int], float]) -> list[float]:
     """P(class | cause) when each predicate S independently forces the fact into S with its
     chance q. Where several force it, the value lies in all of them ("fp16 of either kind" and
@@ -160,6 +165,14 @@ def _forced(healthy: list[float], links: dict[frozenset[int], float]) -> list[fl
     proportion to its q. Nothing forced: the healthy spread. The result does not depend on the
     order the links were written in."""
     items = sorted(links.items(), key=lambda kv: sorted(kv[0]))
+    if len(items) > MAX_JOINT_LINKS:
+        # 2^k combinations grow too fast: wider predicates first, each narrower one refining
+        # them, which is still independent of the written order
+        dist = list(healthy)
+        for sel, q in sorted(items, key=lambda kv: -len(kv[0])):
+            inside = _restrict(dist, set(sel))
+            dist = [(1 - q) * d + q * r for d, r in zip(dist, inside)]
+        return dist
     out = [0.0] * len(healthy)
     for fired in itertools.product((False, True), repeat=len(items)):
         weight = math.prod(q if on else 1 - q for on, (_, q) in zip(fired, items))
