@@ -48,9 +48,31 @@ def test_rank0_loss_logging_phrasings(engine: Engine, text: str) -> None:
     assert found.get("logs_rank0_only") is True
 
 
-def test_reduced_loss_is_not_read_as_rank0_only(engine: Engine) -> None:
-    text = "The loss is all-reduced across ranks before logging."
-    assert "logs_rank0_only" not in {f.fact for f in extract(engine.kb, text)}
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The loss is all-reduced across ranks before logging.",
+        "We log the loss averaged across ranks with all_reduce before printing.",
+        "loss 先 all_reduce 之后再打印",
+    ],
+)
+def test_a_reduced_loss_reads_as_not_rank0_only(engine: Engine, text: str) -> None:
+    # the right practice said outright argues against the cause, rather than reading like it
+    assert {f.fact: f.value for f in extract(engine.kb, text)}.get("logs_rank0_only") is False
+
+
+@pytest.mark.parametrize(
+    ("text", "loaded_on_some"),
+    [
+        ("Only rank 0 saves the checkpoint and all ranks load it with map_location.", False),
+        ("每个进程都加载同一个 checkpoint", False),
+        ("Only rank 0 loads the checkpoint after wrapping.", True),
+    ],
+)
+def test_who_loads_the_checkpoint(engine: Engine, text: str, loaded_on_some: bool) -> None:
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    assert found.get("rank_conditional_state_change") is loaded_on_some
+    assert "logs_rank0_only" not in found  # saving on rank 0 is not logging on rank 0
 
 
 @pytest.mark.parametrize(
