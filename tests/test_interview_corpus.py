@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
 import pytest
 
 from ddpadvisor.observation import observe
 from ddpadvisor.service import load_engine
+from tests.support.bench_module import load_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = re.compile(
@@ -22,16 +21,7 @@ URL = re.compile(
 )
 
 
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_interview", ROOT / "bench/interview.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+bench = load_bench("interview")
 CASES = bench.load_cases()
 
 
