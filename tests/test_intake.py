@@ -360,3 +360,12 @@ def test_linear_scaling_is_the_learning_rates_only_when_it_says_so(
 ) -> None:
     found = {f.fact: f.value for f in extract(engine.kb, text)}
     assert found.get("lr_scaling") == scaling
+
+
+def test_slower_is_not_lower(engine: Engine) -> None:
+    # a speed complaint ("two times slower than the single-GPU run") is no worse result
+    text = "The 8-GPU DDP run is two times slower than the single-GPU run."
+    assert "loss_pattern" not in {f.fact for f in extract(engine.kb, text)}
+    text = "Accuracy is lower than the single-GPU run."
+    found = {f.fact: f.value for f in extract(engine.kb, text)}
+    assert found["loss_pattern"] == "worse_than_reference"
