@@ -24,7 +24,10 @@ _STOP_WORDS = (
     "was were been being has have had having did done doing get got gets getting also just "
     "very these those he she his her him their us itself themselves like seem seemed seems "
     "look looked looks thing things something anything even don doesn didn isn wasn aren "
-    "python"
+    "python "
+    # conjunctions that join clauses: they say how a post is built, not what it is about
+    "since because whether although though however therefore thus unless until whose whom "
+    "either neither"
 )
 STOP = frozenset(_STOP_WORDS.split())
 # Filler bigrams of Chinese forum posts; they say nothing about the problem or the advice.
