@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import subprocess
@@ -17,14 +16,7 @@ from ddpadvisor.errors import InputError
 from ddpadvisor.scan import scan_file
 from tests.conftest import REPO
 from tests.scan_support import FIXTURES
-
-
-def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("scan_speed", REPO / "bench" / "scan_speed.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.support.bench_module import load_bench
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -127,7 +119,7 @@ def test_real_cli_process_reports_syntax_error_without_traceback(tmp_path: Path)
 
 def test_ten_thousand_lines_scan_to_a_result(tmp_path: Path) -> None:
     path = tmp_path / "huge_train.py"
-    path.write_text(_bench().generate(10_000))
+    path.write_text(load_bench("scan_speed").generate(10_000))
     assert path.read_text().count("\n") >= 10_000
     result = scan_file(path)
     facts = {f.fact: f.value for f in result.findings}

@@ -215,10 +215,7 @@ def log_lr(r: Resemblance) -> float:
 def resemble(kb: KnowledgeBase, texts: Iterable[str]) -> list[Resemblance]:
     """How the descriptions, read together, resemble each cause; only the causes that count
     as evidence (``log_lr`` above 0), best first."""
-    joined = "\n\n".join(t for t in texts if t.strip())
-    if not joined.strip():
-        return []
-    return [r for r in index_for(kb).resemble(joined) if log_lr(r) > 0]
+    return resemble_readings(kb, ["\n\n".join(t for t in texts if t.strip())])
 
 
 def resemble_readings(kb: KnowledgeBase, readings: Sequence[str]) -> list[Resemblance]:

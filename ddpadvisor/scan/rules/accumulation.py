@@ -740,14 +740,11 @@ def comm_hook(rc: RuleContext) -> None:
         loop = e.loops()[-1] if e.loops() else None
         body = loop.node if loop is not None else e.node
         b = a.main_backward
-        summed = b is not None and V.SUM_RED in a.loss_of(b).taint
+        taint = a.loss_of(b).taint if b is not None else frozenset()
+        sums = not _reduce_averages(e.node)
         # the loss itself divided by the world size (not a count that was: nanoGPT's
         # accumulation steps are the global count // world size)
-        if (
-            b is not None
-            and lines_at(a.loss_of(b).taint, "divworld")
-            and not _reduce_averages(e.node)
-        ):
+        if b is not None and sums and lines_at(taint, "divworld"):
             # the loss went to backward already divided by the world size: the summed
             # gradients are the average (the classic hand-written data parallelism)
             rc.emit(
@@ -757,7 +754,7 @@ def comm_hook(rc: RuleContext) -> None:
                 f"the loss was divided by the world size before backward ({b.where}), so the "
                 "summed gradients are the average",
             )
-        elif summed and not _reduce_averages(e.node):
+        elif sums and V.SUM_RED in taint:
             # A loss summed over samples, summed over ranks: the gradient of the whole global
             # batch, as one GPU computes it for the same summed loss; no W-times mismatch.
             rc.warn(
