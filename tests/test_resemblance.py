@@ -10,7 +10,7 @@ import pytest
 
 from ddpadvisor.engine.diagnose import DESCRIPTION, Engine
 from ddpadvisor.kb import levels
-from ddpadvisor.kb.resemblance import Resemblance, index_for, resemble
+from ddpadvisor.kb.resemblance import Resemblance, account, index_for, resemble
 from ddpadvisor.kb.terms import terms
 from ddpadvisor.observation import Observation
 from ddpadvisor.service import load_engine
@@ -76,6 +76,20 @@ def test_a_description_of_the_slip_reads_like_its_cause(
 )
 def test_unrelated_text_reads_like_nothing(engine: Engine, text: str) -> None:
     assert resemble(engine.kb, [text]) == []
+
+
+def test_a_question_aside_on_where_to_look_is_no_part_of_the_account(engine: Engine) -> None:
+    # no-distributed-sampler forces epoch_steps_unchanged, whose question says where to look in
+    # brackets ("iterations in the progress bar"); a post that merely mentions a progress bar
+    # had read like that cause
+    kb = engine.kb
+    question = kb.facts["epoch_steps_unchanged"].question
+    assert "progress bar" in question
+    entries = account(kb, kb.causes["no-distributed-sampler"])
+    assert not any("progress bar" in e for e in entries)
+    assert any("steps" in e and "one GPU" in e for e in entries)  # the question itself stays
+    text = "On 2 GPUs the loss I print is twice the value that the progress bar shows."
+    assert all(r.cause != "no-distributed-sampler" for r in resemble(kb, [text]))
 
 
 def test_auxiliaries_and_generic_verbs_are_no_terms() -> None:

@@ -71,8 +71,14 @@ def account(kb: KnowledgeBase, cause: Cause) -> list[str]:
             and levels.strength(link.strength) >= levels.STRENGTH["strong"]
         )
         if fact is not None and strong:
-            out.append(fact.question)
+            out.append(_ASIDE.sub(" ", fact.question))
     return [e for e in out if e]
+
+
+# A question's asides in brackets say where to look ("iterations in the progress bar"), not
+# what the reporter saw: left out of the account, such words made any post that mentions a
+# progress bar read like the cause.
+_ASIDE = re.compile(r"\s*[(（][^()（）]*[)）]")
 
 
 def _shown(text: str, forms: dict[str, str], shared: dict[str, float]) -> tuple[str, ...]:
