@@ -27,7 +27,7 @@ _STOP_WORDS = (
     "python "
     # conjunctions that join clauses: they say how a post is built, not what it is about
     "since because whether although though however therefore thus unless until whose whom "
-    "either neither"
+    "either neither while whereas"
 )
 STOP = frozenset(_STOP_WORDS.split())
 # Filler bigrams of Chinese forum posts; they say nothing about the problem or the advice.
