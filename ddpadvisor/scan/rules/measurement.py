@@ -63,7 +63,7 @@ def logging(rc: RuleContext) -> None:
         vals = [*e.args, *e.kwargs.values()]
         if not any(V.FWD in v.taint for v in vals):
             continue
-        if "loss" not in text(e.node, 400).lower():
+        if "loss" not in text(e.node, 400).lower() and not _names_a_loss(vals):
             continue
         logs.append(e)
     if not logs:
@@ -160,6 +160,12 @@ def _logged_values(vals: list[Val]) -> list[Val]:
         todo.extend(v.items or ())
         todo.extend(item for _, item in v.mapping or ())
     return out
+
+
+def _names_a_loss(vals: list[Val]) -> bool:
+    """A metrics dict built elsewhere and logged by name (``tracking.log(data=metrics)``) whose
+    keys name a loss (``{"train/loss": ...}``)."""
+    return any("loss" in key.lower() for v in _logged_values(vals) for key, _ in v.mapping or ())
 
 
 def _divisor_text(e: Event) -> str:
