@@ -35,7 +35,7 @@ and a gap above it is the knowledge base's.
 The ``split`` of every case was fixed when the corpus was collected (every third case in the
 order the reports were found is held out). Tune on the ``tuned`` part only; report both.
 
-    python bench/interview.py [--steps 8] [--verbose] [--json] [--mirrors DIR]
+    python bench/interview.py [--steps 8] [--verbose] [--json] [--mirrors DIR] [--numbers 96-110]
 
 It prints figures and exits 0 (a malformed corpus file: one line, exit 2).
 """
@@ -571,12 +571,29 @@ def _print_splits(
         print(f"  {split}{have}: " + "; ".join(shown))
 
 
+def _number(case: Case) -> int:
+    return int(case.name.split("-", 1)[0])
+
+
+def _number_range(text: str) -> tuple[int, int]:
+    first, sep, last = text.partition("-")
+    if not (sep and first.isdigit() and last.isdigit()) or int(first) > int(last):
+        raise argparse.ArgumentTypeError(f"'{text}' is not FIRST-LAST, e.g. 96-110")
+    return int(first), int(last)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8, help="questions or steps per case")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="folder of case files")
     parser.add_argument("--verbose", action="store_true", help="print every step taken")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--numbers",
+        type=_number_range,
+        metavar="FIRST-LAST",
+        help="replay only the cases numbered FIRST to LAST (one collection batch, e.g. 96-110)",
+    )
     parser.add_argument(
         "--mirrors",
         type=Path,
@@ -592,6 +609,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cases = load_cases(args.corpus)
+        if args.numbers is not None:
+            first, last = args.numbers
+            cases = [c for c in cases if first <= _number(c) <= last]
+            if not cases:
+                raise CorpusProblem(f"{args.corpus}: no case numbered {first} to {last}")
         engine = load_engine()
         extract = _intake_extractor()
         for case in cases:

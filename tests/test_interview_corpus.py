@@ -215,6 +215,21 @@ def test_bad_corpus_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:  # t
     assert "cause 'no-such-cause' is not in the KB" in capsys.readouterr().err
 
 
+def test_numbers_replays_one_collection_batch(capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    assert bench.main(["--numbers", "4-6", "--steps", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    numbers = sorted(int(c["case"].split("-", 1)[0]) for c in doc["cases"])
+    assert numbers == [4, 5, 6]
+    assert doc["splits"]["heldout"]["cases"] == 1  # 6 is held out, 4 and 5 are tuned
+    assert bench.main(["--numbers", "900-901"]) == 2
+    assert "no case numbered 900 to 901" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad:
+        bench.main(["--numbers", "9-4"])
+    assert bad.value.code == 2
+
+
 _TRAIN = """\
 import torch
 import torch.distributed as dist
