@@ -59,27 +59,31 @@ SCALED = """\
         return {"train/loss": loss.detach().item()}
 """
 
-AVERAGED = """\
+# one optimizer step without accumulation; the two cases below differ in what they return
+PLAIN_STEP = """\
     def training_step(self, batch):
         self.optimizer.zero_grad()
         x, y = batch
         loss = torch.nn.functional.mse_loss(self.model(x), y)
         loss.backward()
         self.optimizer.step()
+"""
+
+AVERAGED = (
+    PLAIN_STEP
+    + """\
         reported = loss.detach().clone()
         dist.all_reduce(reported, op=dist.ReduceOp.AVG)
         return {"train/loss": reported.item()}
 """
+)
 
-NO_LOSS = """\
-    def training_step(self, batch):
-        self.optimizer.zero_grad()
-        x, y = batch
-        loss = torch.nn.functional.mse_loss(self.model(x), y)
-        loss.backward()
-        self.optimizer.step()
+NO_LOSS = (
+    PLAIN_STEP
+    + """\
         return {"grad_steps": 1, "out_mean": self.model(x).mean().item()}
 """
+)
 
 
 def _scan(tmp_path: Path, step: str) -> dict[str, object]:
