@@ -152,6 +152,9 @@ ZH: dict[str, str] = {
     ),
     # engine: summary, catch-all, claims, conflicts
     "Most likely: {cause} ({score}) — {title}. ": "最可能的原因：{cause}（{score}）—— {title}。",
+    "No cause stands out yet; best so far: {cause} ({score}) — {title}. ": (
+        "还没有哪个原因明显突出；目前最靠前的是：{cause}（{score}）—— {title}。"
+    ),
     "{n} facts observed": "已观测 {n} 项事实",
     ". Settled.": "，结论已定。",
     "; next: {fact}.": "；下一步：{fact}。",

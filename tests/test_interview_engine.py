@@ -172,6 +172,17 @@ def test_nothing_fits_is_told_from_looks_healthy(engine: Engine) -> None:
     assert d.causes[0].title.startswith("Nothing catalogued fits")
 
 
+def test_a_weak_lead_is_undecided_not_most_likely(engine: Engine) -> None:
+    # one symptom that many causes explain: a catalogued cause leads, but only as a best guess
+    weak = engine.diagnose(obs(engine, loss_pattern="worse_than_reference"))
+    assert not weak.causes[0].catch_all and weak.causes[0].score < 0.30
+    assert weak.verdict == "undecided"
+    assert weak.summary.startswith("No cause stands out yet; best so far: " + weak.causes[0].id)
+    strong = engine.diagnose(obs(engine, uses_distributed_sampler=False, single_gpu_converges=True))
+    assert strong.causes[0].score >= 0.30 and strong.verdict == "cause"
+    assert strong.summary.startswith("Most likely: " + strong.causes[0].id)
+
+
 def test_no_cause_leads_on_an_unknown_setup_fact(engine: Engine) -> None:
     d = engine.diagnose(obs(engine, gpu_model="V100", loss_pattern="nan"))
     lead = d.causes[0]

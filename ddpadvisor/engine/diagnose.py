@@ -43,6 +43,9 @@ CATCH_ALL_NOTHING_FITS = (
 )
 CATCH_ALL_HEALTHY = "Looks healthy (nothing observed departs from a normal DDP job)"
 SETTLED = 0.85  # stop asking once the top cause has this posterior
+# Below this posterior a leading catalogued cause is a best guess, not a diagnosis: the
+# summary says no cause stands out yet (the same bar as "confident" in the quality checks).
+STANDS_OUT = 0.30
 DESCRIPTION = "description"  # the evidence row of a description that reads like the cause
 MIN_GAIN = 0.02  # bits; below this a question is not worth asking
 # A fix whose verify command failed: P(fails | its cause, fix applied) vs P(fails | another
@@ -351,9 +354,14 @@ class Engine:
         lead = causes[0]
         nxt = steps[0].id if steps else ""
         title = lead.title.rstrip("。.")
+        headline = (
+            "No cause stands out yet; best so far: {cause} ({score}) — {title}. "
+            if verdict == "undecided"
+            else "Most likely: {cause} ({score}) — {title}. "
+        )
         summary = (
             t(
-                "Most likely: {cause} ({score}) — {title}. ",
+                headline,
                 lang,
                 cause=lead.id,
                 score=f"{lead.score:.0%}",
@@ -396,7 +404,7 @@ class Engine:
     # -- pieces ---------------------------------------------------------------------------
     def _verdict(self, post: Posterior, lead: int, observed: Mapping[str, str]) -> str:
         if post.causes[lead] != CATCH_ALL:
-            return "cause"
+            return "cause" if post.probs[lead] >= STANDS_OUT else "undecided"
         table_of = self.model.facts
         other = self.model.catch_all
         for fid, cls in observed.items():

@@ -168,10 +168,12 @@ class Diagnosis(BaseModel):
     done: bool = Field(
         description="True when the top cause is settled or no question is worth asking"
     )
-    verdict: Literal["cause", "nothing-fits", "looks-healthy"] = Field(
+    verdict: Literal["cause", "undecided", "nothing-fits", "looks-healthy"] = Field(
         "cause",
-        description="cause: a catalogued cause leads; nothing-fits: the catch-all leads although "
-        "a symptom healthy jobs rarely show was reported; looks-healthy: nothing abnormal seen",
+        description="cause: a catalogued cause leads with a posterior of 0.30 or more; "
+        "undecided: a catalogued cause leads below 0.30, a best guess (gather more evidence); "
+        "nothing-fits: the catch-all leads although a symptom healthy jobs rarely show was "
+        "reported; looks-healthy: nothing abnormal seen",
     )
     causes: list[CauseOut]
     next_steps: list[NextStep] = Field(
