@@ -164,6 +164,36 @@ def test_torchrun_report_root_cause_first() -> None:
     assert outcome.exit_words(-9) == "killed by SIGKILL" and outcome.exit_words(3) == "exit code 3"
 
 
+RANK_TRACEBACK = """\
+Traceback (most recent call last):
+  File "/home/me/job/train.py", line 110, in <module>
+    local_rank = init_distributed_mode()
+  File "/home/me/job/utils.py", line 48, in init_distributed_mode
+    dist.init_process_group(backend="nccl")
+  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2181, in f
+    raise RuntimeError("Distributed package doesn't have NCCL built in")
+RuntimeError: Distributed package doesn't have NCCL built in
+"""
+LAUNCHER_TRACEBACK = """\
+Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/torch/distributed/run.py", line 1019, in run
+    elastic_launch(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+"""
+
+
+def test_the_last_exception_of_the_job_and_its_own_frame() -> None:
+    log = RANK_TRACEBACK + LAUNCHER_TRACEBACK + REPORT
+    # torchrun's own ChildFailedError is skipped; library frames do not name the place
+    assert outcome.last_exception(log) == (
+        "RuntimeError: Distributed package doesn't have NCCL built in at utils.py:48"
+    )
+    assert outcome.last_exception(LAUNCHER_TRACEBACK + REPORT) is None
+    assert outcome.last_exception("no traceback at all") is None
+    bare = 'Traceback (most recent call last):\n  File "t.py", line 3, in <module>\nKeyboardInterrupt\n'
+    assert outcome.last_exception(bare) == "KeyboardInterrupt at t.py:3"
+
+
 @pytest.mark.parametrize(
     ("finished", "rc", "stopped", "teardown"),
     [

@@ -65,6 +65,7 @@ def runs(tmp_path_factory) -> dict[str, Any]:  # type: ignore[no-untyped-def]
         "plain": numerics_plain,
         "traced": numerics_traced,
         "crash": lambda: failure("crash"),
+        "crash_before_init": lambda: failure("crash_before_init"),
         "killed": lambda: failure("killed"),
         # The stall clock runs from launch: the first DDP wrap imports torch._dynamo (and
         # sympy), which under a loaded machine took over 10 s and read as both ranks hung.
@@ -145,6 +146,28 @@ def test_json_diagnosis_of_a_failed_trace_exits_3_with_a_document(runs):  # type
     doc = json.loads(proc.stdout)
     assert any("rank 1 raised RuntimeError" in w for w in doc["warnings"])
     assert any(f["source"] == "trace" for f in doc["facts"])
+
+
+def test_a_rank_failing_before_any_record_is_named_with_its_exception(runs):  # type: ignore[no-untyped-def]
+    result: RunResult = runs["crash_before_init"]
+    assert result.status == "failed" and result.failure is not None
+    # no rank wrote a record: the failure still says what was raised, and where in the script
+    assert "RuntimeError: Distributed package doesn't have NCCL built in" in result.failure.message
+    assert "at crash_before_init.py:8" in result.failure.message
+    folder = runs["root"] / "crash_before_init"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddpadvisor", "--json", "--trace", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=runs["root"],  # not the job's folder: the script is found through meta.json
+    )
+    assert proc.returncode == 3, proc.stderr
+    warnings = json.loads(proc.stdout)["warnings"]
+    assert any("NCCL built in" in w for w in warnings), warnings
+    # the launcher's command line stands in for the missing start records: the script is scanned
+    assert not any("does not record the job's command line" in w for w in warnings), warnings
+    assert any("crash_before_init.py" in w and "scanned" in w for w in warnings), warnings
 
 
 def test_agent_under_the_users_own_torchrun(runs):  # type: ignore[no-untyped-def]

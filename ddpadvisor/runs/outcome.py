@@ -48,6 +48,42 @@ def root_cause(log: str) -> RankExit | None:
     return roots[0] if roots else None
 
 
+# A Python traceback's last line: "RuntimeError: ..." or "pkg.mod.SomeError: ..." (also bare).
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)')
+# Frames of the launcher, torch, ddpadvisor's agent or an installed package point at nobody's
+# training code; the innermost other frame is where the job's own code called in.
+_LIBRARY = re.compile(r"(?:[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d|<frozen )")
+
+
+def last_exception(log: str) -> str | None:
+    """The exception the job's last traceback in the log ends with, and the innermost frame
+    of the job's own code, e.g. ``RuntimeError: no NCCL at trainer_utils.py:48``; torchrun's
+    own report (ChildFailedError) is skipped. None when the log holds no traceback.
+
+    A rank that fails before the agent can record anything (inside init_process_group) leaves
+    only this in the log."""
+    blocks = log.split("Traceback (most recent call last):")[1:]
+    for block in reversed(blocks):
+        lines = block.splitlines()
+        raised = None
+        where = None
+        for line in lines:
+            frame = _FRAME.match(line)
+            if frame and not _LIBRARY.search(frame.group(1)):
+                where = f"{frame.group(1).rsplit('/', 1)[-1]}:{frame.group(2)}"
+            if frame is None and not line.startswith((" ", "\t")):
+                m = _RAISED.match(line.strip())
+                if m:
+                    raised = m
+                    break
+        if raised is None or raised.group(1).endswith("ChildFailedError"):
+            continue
+        text = raised.group(1) + (f": {raised.group(2).strip()}" if raised.group(2) else "")
+        return text[:300] + (f" at {where}" if where else "")
+    return None
+
+
 def exit_words(code: int) -> str:
     """``exit code 3`` / ``killed by SIGKILL``; -1 stands for a process seen gone."""
     if code == -1:

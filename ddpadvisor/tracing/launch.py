@@ -57,6 +57,9 @@ class RunResult:
     failure: Failure | None = None
     warnings: list[str] = field(default_factory=list)
     signum: int | None = None  # the signal that interrupted the run
+    # where the job ran: a rank that fails before the agent writes its start record leaves
+    # only this and ``command`` to find the training script by
+    cwd: str = field(default_factory=os.getcwd)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -380,8 +383,13 @@ def classify(
     elif rank is not None:
         step = _last_step(records.get(rank, []))
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        # no exception record (it failed before the agent could write one): the log's
+        # traceback still says why
+        raised = outcome.last_exception(text) if code > 0 else None
         result.failure = Failure(
-            "killed" if code < 0 else "crashed", [rank], f"rank {rank} {how} (after step {step})"
+            "killed" if code < 0 else "crashed",
+            [rank],
+            f"rank {rank} {how} (after step {step})" + (f": {raised}" if raised else ""),
         )
     else:
         unfinished = [r for r in range(nproc) if not _finished(records.get(r, []))]

@@ -163,7 +163,13 @@ RANK_FILE = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.jsonl$")
 META_BYTES = 1 << 20
 
 
-_META_KEYS: dict[str, type] = {"status": str, "failure": dict, "warnings": list, "command": list}
+_META_KEYS: dict[str, type] = {
+    "status": str,
+    "failure": dict,
+    "warnings": list,
+    "command": list,
+    "cwd": str,
+}
 
 
 def load_trace(folder: Path) -> tuple[list[RankTrace], dict[str, Any] | None, list[str]]:
@@ -254,11 +260,29 @@ def _read_meta(path: Path, warnings: list[str]) -> dict[str, Any] | None:
 SCRIPT_BYTES = 8 << 20  # a traced script larger than this is not scanned
 
 
+def _start_from_launch(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """argv and cwd as a start record would hold them, read from the launcher's command:
+    what follows ``-m torch.distributed.run`` and its options (all ``--name value`` pairs or
+    flags), from the first ``.py`` on."""
+    command = [str(x) for x in meta.get("command") or []]
+    if "torch.distributed.run" not in command:
+        return None
+    rest = command[command.index("torch.distributed.run") + 1 :]
+    script = next((i for i, arg in enumerate(rest) if arg.endswith(".py")), None)
+    if script is None:
+        return None
+    return {"argv": rest[script:], "cwd": meta.get("cwd") or ""}
+
+
 def traced_script(folder: Path) -> tuple[Path | None, str | None]:
     """The training script a trace ran (its start record's argv[0], resolved against the
     job's working directory), or None and why not. Only a regular ``.py`` file qualifies."""
-    ranks, _meta, _warnings = load_trace(Path(folder))
+    ranks, meta, _warnings = load_trace(Path(folder))
     start = next((t.start for t in ranks if t.start.get("argv")), None)
+    if start is None:
+        # no rank got as far as the agent's start record (it failed at import or in
+        # init_process_group): the launcher's meta.json still holds the command it ran
+        start = _start_from_launch(meta or {})
     if start is None:
         return None, "the trace does not record the job's command line"
     name = start["argv"][0]
