@@ -189,6 +189,20 @@ def test_cli_defaults_become_hints_not_facts() -> None:
     assert result.value("loss_divided_by_accum") is True
 
 
+def test_a_cli_default_hint_goes_once_another_source_gives_the_fact(engine) -> None:  # type: ignore[no-untyped-def]
+    """'pass --set X=V' is moot when --set (or the trace of the run) already gave X."""
+    from ddpadvisor.evidence.gather import Sources, gather
+
+    script = FIXTURES / "runtime" / "cli_defaults.py"
+    kb = engine.kb
+    alone = gather(kb, Sources(scripts=[script])).warnings
+    assert any("--set grad_accum_steps=4" in w for w in alone)
+    given = gather(kb, Sources(scripts=[script], sets=["grad_accum_steps=2"])).warnings
+    assert not any("grad_accum_steps" in w and "command-line default" in w for w in given)
+    # a hint about a fact nobody gave stays
+    assert any("--set uses_torch_compile=false" in w for w in given)
+
+
 def test_very_deep_expression_is_skipped_with_a_warning(tmp_path: Path) -> None:
     """1,200 chained terms parse, but are deeper than the walker's stack: that statement is
     skipped with a warning naming its line, and the rest of the script is still read."""

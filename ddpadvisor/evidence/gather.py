@@ -59,7 +59,18 @@ def gather(kb: KnowledgeBase, sources: Sources) -> Gathered:
             _scan_traced_script(kb, path, named, out)
         for got in traced:
             out.extend(got)
+    if out.warnings and (sources.scripts or sources.traces):  # only a scan writes them
+        _drop_settled_cli_defaults(out)
     return out
+
+
+def _drop_settled_cli_defaults(out: Gathered) -> None:
+    """A scanned value known only as a command-line default is a warning asking for --set;
+    where the trace measured the fact or the user gave it, the warning is moot."""
+    from ddpadvisor.scan.rules.base import cli_default_fact
+
+    known = {o.fact for o in out.observations}
+    out.warnings = [w for w in out.warnings if cli_default_fact(w) not in known]
 
 
 def _scan_traced_script(kb: KnowledgeBase, trace: Path, named: set[Path], out: Gathered) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass
 
 from ddpadvisor.scan import apis
@@ -26,6 +27,19 @@ Value = bool | int | float | str
 # is not reported as a fact: scanned facts outrank the user's own answers and --set, so a
 # run launched with other flags could never be corrected. Flip to report defaults anyway.
 CLI_DEFAULTS_ARE_FACTS = False
+
+
+# The tail of a warning about a value only a command-line default gives; see
+# ``cli_default_fact``.
+CLI_DEFAULT_NOTE = " only by command-line default; if the run used that, "
+_CLI_DEFAULT = re.compile(r": (\w+) is .*" + re.escape(CLI_DEFAULT_NOTE))
+
+
+def cli_default_fact(warning: str) -> str | None:
+    """The fact a command-line-default warning is about, else None: once another source
+    (the trace of the run, an answer) gives the fact, the warning has nothing left to say."""
+    m = _CLI_DEFAULT.search(warning)
+    return m.group(1) if m else None
 
 
 @dataclass(frozen=True)
@@ -98,10 +112,7 @@ class RuleContext:
         if CLI_DEFAULTS_ARE_FACTS:
             self.emit(fact, value, where, f"{fact}={shown} (command-line default)")
             return
-        self.warn(
-            f"{where}: {fact} is {shown} only by command-line default; "
-            f"if the run used that, pass --set {fact}={shown}"
-        )
+        self.warn(f"{where}: {fact} is {shown}{CLI_DEFAULT_NOTE}pass --set {fact}={shown}")
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
