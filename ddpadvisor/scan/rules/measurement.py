@@ -6,7 +6,7 @@ import ast
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.analysis import text
+from ddpadvisor.scan.analysis import Accum, text
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.rules.accumulation import names_the_count
 from ddpadvisor.scan.rules.base import (
@@ -143,10 +143,24 @@ def _accum_scaled(rc: RuleContext, logs: list[Event]) -> tuple[Event, str] | Non
                 value = num(op.val) if op.val.known else None
                 if not names_the_count(text(op.expr, 200), value, accum):
                     continue
+                if _count_inside(op.expr, value, accum):
+                    continue  # len(loader) / ACCUM is a number of steps, not the count
                 divisor = text(op.expr, 200) if op.op == "div" else None
             if divisor is not None:
                 return e, divisor
     return None
+
+
+def _count_inside(expr: ast.AST, value: object, accum: Accum) -> bool:
+    """An expression that only holds the count inside arithmetic with other terms (dividing a
+    sum of micro-losses by ``len(loader) / ACCUM`` averages over optimizer steps), unless the
+    expression as a whole is the count (its text or its constant value)."""
+    if not isinstance(expr, ast.BinOp):
+        return False
+    whole = (accum.k is not None and value == accum.k) or (
+        accum.k_node is not None and text(expr) == text(accum.k_node)
+    )
+    return not whole
 
 
 def _logged_values(vals: list[Val]) -> list[Val]:
