@@ -244,3 +244,48 @@ def test_no_comparable_gradients_leave_clipping_unknown(tmp_path, kb):  # type: 
     folder = _write(tmp_path / "t2", _clip_trace([3.0], 3.0 * 512, scale=1024.0, growth=0))
     assert "uses_grad_clipping" not in _facts(kb, folder)
     assert "GradScaler" in _clip_notes(kb, folder)[0]
+
+
+def _unwrapped(version: int, **step_extra: Any) -> dict[int, list[dict[str, Any]]]:
+    """Two ranks, three optimizer steps, no DDP wrap record."""
+    per_rank: dict[int, list[dict[str, Any]]] = {}
+    for rank in (0, 1):
+        recs: list[dict[str, Any]] = [{**_start(rank), "v": version}]
+        for s in (1, 2, 3):
+            recs.append({"k": "step", "s": s, "loss": [1.0], "lr": [0.1], "sch": 0, **step_extra})
+        per_rank[rank] = recs
+    return per_rank
+
+
+@pytest.mark.parametrize(
+    ("version", "extra", "wrapped", "expected"),
+    [
+        (3, {}, False, False),  # no wrapper, no shard, no large collective: nothing syncs
+        (3, {}, True, True),  # a DDP wrap
+        (3, {"bigcol": 4}, False, None),  # large all-reduces may be a sync by hand: unknown
+        (2, {}, False, None),  # an older agent did not count collectives outside DDP
+    ],
+)
+def test_gradient_sync_present(tmp_path, kb, version, extra, wrapped, expected):  # type: ignore[no-untyped-def]
+    per_rank = _unwrapped(version, **extra)
+    if wrapped:
+        for recs in per_rank.values():
+            recs.insert(1, _wrap())
+    got = _facts(kb, _write(tmp_path / "t", per_rank)).get("gradient_sync_present")
+    assert (got.value if got else None) is expected
+
+
+def test_sharded_parameters_are_a_sync(tmp_path, kb):  # type: ignore[no-untyped-def]
+    per_rank = _unwrapped(3)
+    for recs in per_rank.values():
+        recs.append(
+            {
+                "k": "chk",
+                "s": 1,
+                "params": [[1.0, 2.0]],
+                "params_names": ["flat_param_0"],
+                "sharded": ["flat_param_0"],
+            }
+        )
+    got = _facts(kb, _write(tmp_path / "t", per_rank))["gradient_sync_present"]
+    assert got.value is True and "sharded" in (got.detail or "")

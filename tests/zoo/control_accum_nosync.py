@@ -29,6 +29,9 @@ def main():
     epochs = 2
     sched = OneCycleLR(opt, max_lr=2e-3, total_steps=epochs * len(loader) // ACCUM)
     loss_fn = nn.MSELoss()
+    # an averaged copy of the weights, pooled across ranks once per epoch (as timm pools
+    # BatchNorm statistics): large all-reduces that carry no gradient
+    ema = [p.detach().clone() for p in model.parameters()]
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         running = torch.zeros(())
@@ -43,9 +46,17 @@ def main():
                 opt.step()
                 sched.step()
                 opt.zero_grad()
+                with torch.no_grad():
+                    for avg, p in zip(ema, model.parameters()):
+                        avg.lerp_(p, 0.1)
+        for avg in ema:
+            dist.all_reduce(avg)
+            avg /= dist.get_world_size()
         dist.all_reduce(running)
         if rank == 0:
-            print(f"epoch {epoch}: mean loss {running.item() / dist.get_world_size() / (len(loader) / ACCUM):.4f}")
+            print(
+                f"epoch {epoch}: mean loss {running.item() / dist.get_world_size() / (len(loader) / ACCUM):.4f}"
+            )
     del model
     gc.collect()
     dist.destroy_process_group()

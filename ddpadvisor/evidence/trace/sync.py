@@ -12,6 +12,7 @@ class SyncReader(Context):
     """Gradient synchronisation: steps without sync, no_sync windows, comm hooks, bypass."""
 
     def sync(self) -> None:
+        self._sync_present()
         if not self.ddp:
             return
         worst: tuple[int, int, list[int]] | None = None
@@ -98,6 +99,33 @@ class SyncReader(Context):
             )
         elif total:
             self.add("forward_bypasses_ddp", False)
+
+    def _sync_present(self) -> None:
+        """gradient_sync_present: true with a DDP wrapper or sharded (FSDP) parameters; false
+        when neither exists and not one large collective ran in any traced step (an agent
+        that counts them: format 3), so nothing can have carried gradients between ranks;
+        unknown otherwise (a large all-reduce may be a sync by hand)."""
+        steps = len(self.r0.steps)
+        if self.world < 2 or not steps:
+            return
+        if self.ddp:
+            self.add("gradient_sync_present", True, detail="the model is wrapped in DDP")
+            return
+        records = [r for t in self.ranks for r in [*t.checks.values(), t.final] if r]
+        if any(r.get("sharded") for r in records):
+            self.add("gradient_sync_present", True, detail="parameters are sharded (FSDP)")
+            return
+        if any(int(t.start.get("v") or 1) < 3 for t in self.ranks):
+            return  # an older agent did not count collectives outside DDP
+        if any(r.get("bigcol") for t in self.ranks for r in t.steps.values()):
+            return
+        self.add(
+            "gradient_sync_present",
+            False,
+            where="every rank",
+            detail=f"no rank wrapped a model in DDP or FSDP, and no large collective ran in "
+            f"{steps} traced optimizer step(s): each process trained its own copy",
+        )
 
     def _norm_ratio(self) -> None:
         """Post-sync norm over the mean of the ranks' pre-sync norms (<= 1 for an average)."""

@@ -193,6 +193,7 @@ class Window:
         self.loss_reads = 0
         self.reductions = 0
         self.big_reductions = 0
+        self.big_collectives = 0
         self.rng: list[list[Any]] = []
         self.batch: int | None = None
 
@@ -593,6 +594,8 @@ class Agent:
             rec["red"] = w.reductions
         if w.big_reductions:
             rec["bigred"] = w.big_reductions
+        if w.big_collectives:
+            rec["bigcol"] = w.big_collectives
         if w.rng:
             rec["rng"] = w.rng
         if w.batch is not None:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-FORMAT_VERSION = 2  # 2: no cross-rank all_gather in checks; `restart` records
-READABLE_VERSIONS = (1, 2)
+# 2: no cross-rank all_gather in checks; `restart` records. 3: step records count every large
+# collective (`bigcol`), with or without a DDP wrapper
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 MAX_WORLD = 1 << 20  # ranks in one job
 MAX_INT = 1 << 53  # counters, steps, indices (exact in a float64)
@@ -47,6 +49,7 @@ _STEP_FIELDS = {
     "lread": "int",
     "red": "int",
     "bigred": "int",
+    "bigcol": "int",
     "rng": "list[list]",
     "bs": "int",
     "skip": "bool",

@@ -1,4 +1,4 @@
-"""Hooks into torch: init/destroy_process_group (activation, the final check) and the user's small collectives."""
+"""Hooks into torch: init/destroy_process_group (activation, the final check) and the user's collectives (small ones: metric reductions; large ones: counted)."""
 
 from __future__ import annotations
 
@@ -50,15 +50,30 @@ def install() -> None:
                         t = args[1]
                     if isinstance(t, torch.Tensor) and t.numel() <= SMALL_COLLECTIVE:
                         a.window.reductions += 1
-                    elif isinstance(t, torch.Tensor) and kind == "all_reduce" and a.ddps:
-                        a.window.big_reductions += 1  # e.g. gradients all-reduced by hand
+                    elif isinstance(t, torch.Tensor):
+                        # anything that could carry gradients or weights between ranks: with
+                        # no DDP wrapper, none at all means nothing synchronises the replicas
+                        a.window.big_collectives += 1
+                        # gradients all-reduced by hand run between a backward and the
+                        # step; one before any backward of the window (weights or BatchNorm
+                        # statistics pooled at an epoch's end) reduces no gradient
+                        if kind == "all_reduce" and a.ddps and a.window.backwards:
+                            a.window.big_reductions += 1
                 return orig(*args, **kwargs)
 
             return collective
 
         return make
 
-    for kind in ("all_reduce", "reduce", "all_gather", "all_gather_into_tensor"):
+    for kind in (
+        "all_reduce",
+        "reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "broadcast",
+    ):
         for owner in (dist, c10d):
             _wrap(owner, kind, f"{kind}.{owner.__name__}", make_collective(kind))
 
