@@ -57,6 +57,25 @@ def test_a_declined_step_is_not_proposed(engine: Engine) -> None:
     assert not {"trace", "scan"} & {s.id for s in d2.next_steps}
 
 
+def test_a_script_scanned_once_is_not_offered_again(engine: Engine) -> None:
+    # the trace measured what the scan of its script found: the scan's value is superseded,
+    # but the script was read, so "scan your training script" would only repeat it
+    scanned = Observation(fact="uses_no_sync", value=True, source="script", where="train.py:9")
+    measured = Observation(fact="uses_no_sync", value=False, source="trace")
+    d = engine.diagnose([scanned, measured, *obs(engine, loss_pattern="diverges")])
+    assert [f.value for f in d.facts if f.fact == "uses_no_sync"] == [False]
+    assert "scan" not in {s.id for s in d.next_steps}
+    assert "scan" in {s.id for s in engine.diagnose([measured]).next_steps}
+
+
+def test_the_trace_step_command_reads_the_folder_trace_writes() -> None:
+    from ddpadvisor.engine.questions import COMMANDS
+    from ddpadvisor.tracing.cli import _parser
+
+    out = _parser().get_default("out")
+    assert COMMANDS["trace"].endswith(f"--trace {out}")
+
+
 def test_unmet_preconditions_never_appear(engine: Engine) -> None:
     kb = engine.kb
     gated = {f.id for f in kb.facts.values() if f.ask_if}

@@ -212,9 +212,16 @@ class Engine:
         *,
         declined: Iterable[str] = (),
         gpu_available: bool | None = None,
+        consulted: Iterable[str] = (),
     ) -> list[Step]:
         return next_steps(
-            self.kb, self.model, post, winners, declined=declined, gpu_available=gpu_available
+            self.kb,
+            self.model,
+            post,
+            winners,
+            declined=declined,
+            gpu_available=gpu_available,
+            consulted=consulted,
         )
 
     def questions(
@@ -336,7 +343,10 @@ class Engine:
             for rank, i in enumerate(shown)
         ]
         skip = sorted(set(declined) - set(winners))
-        steps = self.steps(post, winners, declined=skip, gpu_available=gpu_available)
+        consulted = {o.source for losers in res.superseded.values() for o in losers}
+        steps = self.steps(
+            post, winners, declined=skip, gpu_available=gpu_available, consulted=consulted
+        )
         questions = self.questions(
             post,
             set(observed) | set(skip),

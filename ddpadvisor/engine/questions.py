@@ -47,7 +47,7 @@ STEP_NEEDS = {"probe": ("machine",), "scan": ("script",), "trace": ("script", "m
 ACCESS_PRIOR = 1.0
 
 COMMANDS = {
-    "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --trace trace-out",
+    "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --json --trace ddpadvisor-trace",
     "scan": "ddpadvisor --json --script train.py",
 }
 
@@ -196,8 +196,11 @@ def next_steps(
     *,
     declined: Iterable[str] = (),
     gpu_available: bool | None = None,
+    consulted: Iterable[str] = (),
 ) -> list[Step]:
-    """Every step worth taking, best first (score, then id)."""
+    """Every step worth taking, best first (score, then id). ``consulted``: the sources that
+    gave any observation, the ones a stronger source superseded included (a script scanned
+    once is not offered again because the trace measured everything it found)."""
     skip = set(declined)
     single: dict[str, float] = {}
 
@@ -225,7 +228,7 @@ def next_steps(
                 chance = default_chance(fact) * user
                 steps.append(Step(f"ask:{fact.id}", "ask", [fact.id], g, chance, fact.cost))
 
-    seen_sources = {o.source for o in winners.values()}
+    seen_sources = {o.source for o in winners.values()} | set(consulted)
     carried_out = {
         k
         for k, src in (("probe", "probe"), ("trace", "trace"), ("scan", "script"))
