@@ -152,6 +152,11 @@ ZH: dict[str, str] = {
     ),
     # engine: summary, catch-all, claims, conflicts
     "Most likely: {cause} ({score}) — {title}. ": "最可能的原因：{cause}（{score}）—— {title}。",
+    "A probe or trace run failed (exit 3): the ranking below rests only on what it recorded "
+    "before; the warnings at the end say which rank and why.": (
+        "有一次 probe 或 trace 运行失败了（退出码 3）：下面的排名只依据它失败之前记录下来的内容；"
+        "末尾的警告写明了是哪个 rank、为什么失败。"
+    ),
     "No cause stands out yet; best so far: {cause} ({score}) — {title}. ": (
         "还没有哪个原因明显突出；目前最靠前的是：{cause}（{score}）—— {title}。"
     ),

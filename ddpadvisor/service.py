@@ -55,4 +55,6 @@ def diagnose(
         resemblance=got.resemblance,
         lang=lang,
     )
+    if got.failed:
+        diagnosis = diagnosis.model_copy(update={"run_failed": True})
     return diagnosis, got.failed

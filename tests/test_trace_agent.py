@@ -144,6 +144,7 @@ def test_json_diagnosis_of_a_failed_trace_exits_3_with_a_document(runs):  # type
     )
     assert proc.returncode == 3, proc.stderr
     doc = json.loads(proc.stdout)
+    assert doc["run_failed"] is True
     assert any("rank 1 raised RuntimeError" in w for w in doc["warnings"])
     assert any(f["source"] == "trace" for f in doc["facts"])
 
@@ -163,7 +164,10 @@ def test_a_rank_failing_before_any_record_is_named_with_its_exception(runs):  # 
         cwd=runs["root"],  # not the job's folder: the script is found through meta.json
     )
     assert proc.returncode == 3, proc.stderr
-    warnings = json.loads(proc.stdout)["warnings"]
+    doc = json.loads(proc.stdout)
+    # no rank recorded a fact: nothing looks healthy, and the run's failure is said up front
+    assert doc["run_failed"] is True and doc["verdict"] == "undecided"
+    warnings = doc["warnings"]
     assert any("NCCL built in" in w for w in warnings), warnings
     # the launcher's command line stands in for the missing start records: the script is scanned
     assert not any("does not record the job's command line" in w for w in warnings), warnings

@@ -415,6 +415,8 @@ class Engine:
     def _verdict(self, post: Posterior, lead: int, observed: Mapping[str, str]) -> str:
         if post.causes[lead] != CATCH_ALL:
             return "cause" if post.probs[lead] >= STANDS_OUT else "undecided"
+        if not observed:  # with nothing observed, nothing looks healthy or otherwise yet
+            return "undecided"
         table_of = self.model.facts
         other = self.model.catch_all
         for fid, cls in observed.items():

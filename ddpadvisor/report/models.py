@@ -171,9 +171,15 @@ class Diagnosis(BaseModel):
     verdict: Literal["cause", "undecided", "nothing-fits", "looks-healthy"] = Field(
         "cause",
         description="cause: a catalogued cause leads with a posterior of 0.30 or more; "
-        "undecided: a catalogued cause leads below 0.30, a best guess (gather more evidence); "
+        "undecided: a catalogued cause leads below 0.30, a best guess (gather more evidence), "
+        "or nothing has been observed yet; "
         "nothing-fits: the catch-all leads although a symptom healthy jobs rarely show was "
         "reported; looks-healthy: nothing abnormal seen",
+    )
+    run_failed: bool = Field(
+        False,
+        description="A probe or trace run failed (exit 3): the ranking rests only on what it "
+        "recorded before; the warnings say which rank and why",
     )
     causes: list[CauseOut]
     next_steps: list[NextStep] = Field(

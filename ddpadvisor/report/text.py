@@ -109,10 +109,19 @@ def _label(msg: str, lang: Lang) -> str:
     return label if label.endswith("：") else label + " "
 
 
+RUN_FAILED = (
+    "A probe or trace run failed (exit 3): the ranking below rests only on what it recorded "
+    "before; the warnings at the end say which rank and why."
+)
+
+
 def render_text(d: Diagnosis, *, top: int = 5) -> str:
     lang = d.lang
     wrap_ = _wrapper(lang)
     lines = [f"ddpadvisor {d.version} — {d.summary}", ""]
+    if d.run_failed:
+        lines.extend(wrap_("  ! " + t(RUN_FAILED, lang)))
+        lines.append("")
     lines.append(
         t("Ranked causes (score = posterior probability; evidence sizes are log10 LR):", lang)
     )
@@ -169,6 +178,7 @@ def render_markdown(d: Diagnosis, *, top: int = 5) -> str:
         f"# {t('ddpadvisor diagnosis', lang)}",
         "",
         f"_{d.summary}_",
+        *(["", f"**{t(RUN_FAILED, lang)}**"] if d.run_failed else []),
         "",
         f"## {t('Ranked causes', lang)}",
         "",
