@@ -289,3 +289,18 @@ def test_sharded_parameters_are_a_sync(tmp_path, kb):  # type: ignore[no-untyped
         )
     got = _facts(kb, _write(tmp_path / "t", per_rank))["gradient_sync_present"]
     assert got.value is True and "sharded" in (got.detail or "")
+
+
+@pytest.mark.parametrize(("why", "expected"), [("max_steps", 1.0), ("exit", 0.75)])
+def test_the_step_cut_off_by_max_steps_has_no_scheduler_step_yet(tmp_path, kb, why, expected):  # type: ignore[no-untyped-def]
+    # the scheduler steps once after every optimizer step; --max-steps ends the job right
+    # after step 4, before its scheduler step: 3 of 3 possible, not 3 of 4
+    per_rank: dict[int, list[dict[str, Any]]] = {}
+    for rank in (0, 1):
+        recs: list[dict[str, Any]] = [_start(rank), {"k": "sched", "cls": "LambdaLR"}]
+        for s in (1, 2, 3, 4):
+            recs.append({"k": "step", "s": s, "loss": [1.0], "lr": [0.1], "sch": int(s > 1)})
+        recs.append({"k": "end", "why": why, "s": 4, "sched": 3})
+        per_rank[rank] = recs
+    got = _facts(kb, _write(tmp_path / "t", per_rank))["scheduler_steps_per_optimizer_step"]
+    assert got.value == expected

@@ -19,12 +19,17 @@ class ScheduleReader(Context):
             (end or {}).get("sched") or sum(int(r.get("sch") or 0) for r in t.steps.values())
         )
         steps = max(t.steps)
-        ratio = total / steps if steps else 0.0
+        # --max-steps ends the job right after the last optimizer step, before the scheduler
+        # step that follows it: that step has had no chance to advance the schedule
+        stepped = steps - 1 if (end or {}).get("why") == "max_steps" and steps > 1 else steps
+        ratio = total / stepped if stepped else 0.0
         train = self._train_sampler(t)
         epochs = len([e for e in t.epochs if e.get("sampler") == train and _covers(e)])
         if ratio < 0.9 and epochs and abs(total - epochs) <= 1 and steps / max(epochs, 1) > 1.5:
             return  # a per-epoch schedule: stepping once per epoch is how it is meant to run
-        detail = f"{total} scheduler steps for {steps} optimizer steps"
+        detail = f"{total} scheduler steps for {stepped} optimizer steps" + (
+            " (the last step, cut off by --max-steps, not counted)" if stepped < steps else ""
+        )
         driver = scheduler_driver((t.first("sched") or {}).get("by"))
         split = any(e.get("split_batches") for e in t.epochs if e.get("shard"))
         if driver is not None and driver.steps_per_process and not split and self.world > 1:
