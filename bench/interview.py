@@ -30,7 +30,9 @@ line gives the same cases with the user scanning their script as the first step 
 one), as a user who opens the tool with ``--script`` would. The last line gives every recorded
 answer and measurement at once, after the intake: the most any order of questions could reach
 with what these reporters know, so a gap between it and the headline is the question order's
-and a gap above it is the knowledge base's.
+and a gap above it is the knowledge base's. For the cases resolved outside the catalogue (cause
+``other``), which no ranking can name, a line counts those where the catch-all stays in the top
+3 and those where the tool claims no catalogued cause (its verdict is not ``cause``).
 
 The ``split`` of every case was fixed when the corpus was collected (every third case in the
 order the reports were found is held out). Tune on the ``tuned`` part only; report both.
@@ -259,6 +261,7 @@ class Replay:
     reoffered: int  # times a declined fact came back among the offered steps
     stuck: bool  # every offered step had been declined before the budget ran out
     unrecorded: list[str]  # asked facts with no recorded answer and not reviewed
+    verdict: str = "cause"  # the final diagnosis' verdict (cause, undecided, nothing-fits, ...)
 
 
 def _intake_extractor() -> Any:
@@ -501,6 +504,7 @@ def replay(
         reoffered=reoffered,
         stuck=stuck,
         unrecorded=unrecorded,
+        verdict=str(getattr(diagnosis, "verdict", "cause")),
     )
 
 
@@ -560,6 +564,7 @@ def as_json(results: list[Replay], max_steps: int, extractor: bool) -> dict[str,
                 "cause": r.case.cause,
                 "rank_intake": r.rank_intake,
                 "rank_final": r.rank_final,
+                "verdict": r.verdict,
                 "first_at": r.first_at,
                 "steps": [{"kind": k, "fact": f, "outcome": o} for k, f, o in r.steps],
                 "intake": r.intake_facts,
@@ -694,6 +699,16 @@ def main(argv: list[str] | None = None) -> int:
         part = [r for r in results if r.case.split == split]
         print(f"{split}:")
         print("\n".join(summary(part, args.steps)))
+    print()
+    # An uncatalogued cause cannot rank; what the tool can do is not claim a catalogued one.
+    print("resolved outside the catalogue (cause: other), after the steps:")
+    for split in SPLITS:
+        part = [r for r in results if r.case.split == split and r.case.cause == CATCH_ALL]
+        print(
+            f"  {split}: {len(part)} cases; catch-all in the top 3: "
+            f"{sum(r.rank_final <= 3 for r in part)}; no catalogued cause claimed (verdict not "
+            f"'cause', i.e. none leads at 0.30 or more): {sum(r.verdict != 'cause' for r in part)}"
+        )
     print()
     with_code = sum(1 for c in cases if c.code)
     print(

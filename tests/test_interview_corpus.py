@@ -223,6 +223,8 @@ def test_numbers_replays_one_collection_batch(capsys) -> None:  # type: ignore[n
     numbers = sorted(int(c["case"].split("-", 1)[0]) for c in doc["cases"])
     assert numbers == [4, 5, 6]
     assert doc["splits"]["heldout"]["cases"] == 1  # 6 is held out, 4 and 5 are tuned
+    verdicts = {"cause", "undecided", "nothing-fits", "looks-healthy"}
+    assert all(c["verdict"] in verdicts for c in doc["cases"])
     assert bench.main(["--numbers", "900-901"]) == 2
     assert "no case numbered 900 to 901" in capsys.readouterr().err
     with pytest.raises(SystemExit) as bad:
