@@ -154,10 +154,13 @@ def test_a_rare_symptom_lowers_no_fault(engine: Engine) -> None:
     assert empty.causes[0].title.startswith("No catalogued fault")
     nan = engine.diagnose(obs(engine, loss_pattern="nan"))
     score = {c.id: c.score for c in nan.causes}
-    assert score["other"] < empty.causes[0].score / 2
+    # the catch-all also stands for faults the KB does not know, which go NaN too: it falls,
+    # but not to nothing
+    assert 0.05 < score["other"] < empty.causes[0].score
     other = next(c for c in nan.causes if c.id == "other")
     assert [e.direction for e in other.evidence] == ["against"]
-    assert nan.causes[0].id != "other"
+    # one symptom that many faults, known or not, produce singles out nothing
+    assert nan.verdict == "undecided" and nan.causes[0].score < 0.30
     # every loss symptom a job with no fault rarely shows lowers "no fault", none raises it
     for symptom in (
         "spikes",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ddpadvisor import __version__
 from ddpadvisor.engine.infer import Contribution, Posterior, posterior
-from ddpadvisor.engine.model import CATCH_ALL, CompiledModel, load_model
+from ddpadvisor.engine.model import CATCH_ALL, CompiledModel, load_model, no_fault_distribution
 from ddpadvisor.engine.questions import COMMANDS, Step, choice_labels, next_steps
 from ddpadvisor.i18n import Lang, t, text, value_label
 from ddpadvisor.kb import levels
@@ -417,15 +417,19 @@ class Engine:
             return "cause" if post.probs[lead] >= STANDS_OUT else "undecided"
         if not observed:  # with nothing observed, nothing looks healthy or otherwise yet
             return "undecided"
+        # against a job with no fault at all: the catch-all's own row also holds faults the
+        # KB does not know, which show symptoms too
         table_of = self.model.facts
-        other = self.model.catch_all
         for fid, cls in observed.items():
             table = table_of.get(fid)
-            if table is None or other not in table.likelihood:
+            fact = self.kb.facts.get(fid)
+            if table is None or fact is None or not fact.no_fault:
                 continue
             k = table.index[cls]
-            if table.likelihood[other][k] < 0.5 * table.healthy[k]:
-                return "nothing-fits"
+            if no_fault_distribution(fact, table.classes)[k] < 0.5 * table.healthy[k]:
+                # a symptom no healthy job shows: "nothing fits" once the catalogued causes
+                # have been weighed and the catch-all stands out, not on the symptom alone
+                return "nothing-fits" if post.probs[lead] >= STANDS_OUT else "undecided"
         return "looks-healthy"
 
     def _cause_out(

@@ -29,6 +29,8 @@ from ddpadvisor.kb.values import classes, healthy_distribution
 if TYPE_CHECKING:  # a warm start reads the compiled model; only compiling needs the graph
     import networkx as nx
 
+    from ddpadvisor.kb.schema import Fact
+
 __all__ = [
     "CATCH_ALL",
     "CompiledModel",
@@ -195,6 +197,23 @@ def _forced(healthy: list[float], links: dict[frozenset[int], float]) -> list[fl
     return out
 
 
+# Of the catch-all's jobs that show a symptom, the share whose fault the KB does not know (the
+# rest have none). Set at even odds, not fitted.
+UNCATALOGUED_SHARE = 0.5
+
+
+def no_fault_distribution(fact: Fact, labels: list[str]) -> list[float]:
+    """P(class | no fault at all) from the fact's ``no_fault`` (classes it leaves out share
+    the rest evenly), floored at 1e-3 and normalised."""
+    given = {k: v for k, v in (fact.no_fault or {}).items() if k in labels}
+    rest = [c for c in labels if c not in given]
+    remaining = max(0.0, 1.0 - sum(given.values()))
+    dist = [given.get(c, remaining / len(rest) if rest else 0.0) for c in labels]
+    dist = [max(1e-3, d) for d in dist]
+    total = sum(dist)
+    return [d / total for d in dist]
+
+
 def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
     cause_ids = list(kb.causes)
     causes = [*cause_ids, CATCH_ALL]
@@ -259,20 +278,28 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
             total = sum(dist)
             table.likelihood[ci] = [d / total for d in dist]
             table.paths[ci] = [p for p, _ in paths]
-    # The catch-all predicts a job with no fault at all where the fact says how one looks
-    # (``no_fault``); elsewhere it predicts the leak, like every unlinked cause.
+    # The catch-all is a job with no fault, or with a fault the KB does not know. Where a fact
+    # says how a job with no fault looks (``no_fault``) it predicts that; for a symptom (what
+    # the user sees, no slip in the code: the fact is not read from a script) it is half that
+    # and half a typical catalogued cause, since an unknown fault shows symptoms as known faults
+    # do. Elsewhere it predicts the leak, like every unlinked cause.
     other = len(causes) - 1
     for fact in kb.facts.values():
         if not fact.no_fault:
             continue
         table = tables[fact.id]
-        given = {k: v for k, v in fact.no_fault.items() if k in table.index}
-        rest = [c for c in table.classes if c not in given]
-        remaining = max(0.0, 1.0 - sum(given.values()))
-        dist = [given.get(c, remaining / len(rest) if rest else 0.0) for c in table.classes]
-        dist = [max(1e-3, d) for d in dist]
-        total = sum(dist)
-        table.likelihood[other] = [d / total for d in dist]
+        dist = no_fault_distribution(fact, table.classes)
+        if "script" not in fact.sources:
+            typical = [0.0] * len(dist)
+            for ci, weight in enumerate(priors[:-1]):
+                row = table.likelihood.get(ci, table.healthy)
+                typical = [a + weight * b for a, b in zip(typical, row)]
+            norm = sum(typical)
+            dist = [
+                UNCATALOGUED_SHARE * t / norm + (1 - UNCATALOGUED_SHARE) * d
+                for t, d in zip(typical, dist)
+            ]
+        table.likelihood[other] = dist
         table.paths[other] = []
     measured = frozenset(f.id for f in kb.facts.values() if "asked" not in f.sources)
     setup = frozenset(f.id for f in kb.facts.values() if f.context and not f.no_fault)

@@ -172,9 +172,9 @@ class Diagnosis(BaseModel):
         "cause",
         description="cause: a catalogued cause leads with a posterior of 0.30 or more; "
         "undecided: a catalogued cause leads below 0.30, a best guess (gather more evidence), "
-        "or nothing has been observed yet; "
-        "nothing-fits: the catch-all leads although a symptom healthy jobs rarely show was "
-        "reported; looks-healthy: nothing abnormal seen",
+        "or nothing has been observed yet, or the catch-all leads below 0.30 after a symptom "
+        "healthy jobs rarely show; nothing-fits: the catch-all leads with 0.30 or more although "
+        "such a symptom was reported; looks-healthy: nothing abnormal seen",
     )
     run_failed: bool = Field(
         False,
