@@ -37,7 +37,9 @@ from ddpadvisor.kb.files import kb_files
 from ddpadvisor.kb.model import CATCH_ALL, KnowledgeBase, Origin
 from ddpadvisor.kb.schema import CHECKED, Cause, Claim, Fact, Fix, Mechanism, RuleTest
 
-FORMAT = 3
+# Bumped whenever compiling a KB gives other tables for the same files (4: the catch-all's
+# symptom rows mix in a typical catalogued cause), so a warm cache is not read as current.
+FORMAT = 4
 KINDS: dict[str, type[BaseModel]] = {
     "facts": Fact,
     "mechanisms": Mechanism,
