@@ -218,12 +218,19 @@ def script_file(ref: ScriptRef, mirrors: Path = MIRRORS, cache: Path = SCRIPT_CA
     return target if target.is_file() else None
 
 
-def extract_python(git_dir: Path, commit: str, folder: Path, top: str = ".") -> bool:
-    """The Python files under ``top`` of a mirror at ``commit``, extracted into ``folder``
-    whole or not at all (a later run finds a complete copy). False when git cannot read them."""
-    spec = ":(glob)**/*.py" if top == "." else f":(glob){top}/**/*.py"
+def extract_python(
+    git_dir: Path,
+    commit: str,
+    folder: Path,
+    top: str = ".",
+    patterns: tuple[str, ...] = ("*.py",),
+) -> bool:
+    """The Python files (or the files matching ``patterns``) under ``top`` of a mirror at
+    ``commit``, extracted into ``folder`` whole or not at all (a later run finds a complete
+    copy). False when git cannot read them (a mirror may lack its largest files)."""
+    specs = [f":(glob)**/{p}" if top == "." else f":(glob){top}/**/{p}" for p in patterns]
     done = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit, "--", spec],
+        ["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit, "--", *specs],
         capture_output=True,
         check=False,
     )
