@@ -27,10 +27,12 @@ import json
 import os
 import pickle
 import random
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,14 @@ from interview import MIRRORS, extract_python  # noqa: E402  (bench/interview.py
 
 TARGETS = REPO / "bench" / "real_runs.yaml"
 CONFIDENT = 0.30  # a catalogued cause first at or above this on correct code: a false positive
+# measured facts printed per target: whether the ranks are connected and stay replicas
+SHOWN = (
+    "gradient_sync_present",
+    "param_checksums_match",
+    "uses_comm_hook",
+    "grad_accum_steps",
+    "scheduler_steps_per_optimizer_step",
+)
 
 
 class TargetProblem(ValueError):
@@ -123,7 +133,45 @@ def minimind_text(folder: Path, run: Path) -> None:
             f.write(json.dumps({"text": ln}, ensure_ascii=False) + "\n")
 
 
-BUILDERS = {"nanogpt_chars": nanogpt_chars, "minimind_text": minimind_text}
+def _png(width: int, height: int, pixels: bytes) -> bytes:
+    """An 8-bit RGB PNG (no PIL here: the bench's own environment need not have it)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + pixels[y * width * 3 : (y + 1) * width * 3] for y in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def image_folder(folder: Path, run: Path) -> None:
+    """An ImageFolder of 32x32 PNGs: 3 classes told apart by their mean colour, 32 train and
+    16 val images each."""
+    rng = random.Random(0)
+    for split, count in (("train", 32), ("val", 16)):
+        for label in range(3):
+            out = folder / split / f"class{label}"
+            out.mkdir(parents=True, exist_ok=True)
+            for i in range(count):
+                base = [60, 60, 60]
+                base[label] = 180
+                pixels = bytes(
+                    max(0, min(255, base[c % 3] + rng.randint(-50, 50))) for c in range(32 * 32 * 3)
+                )
+                (out / f"{i}.png").write_bytes(_png(32, 32, pixels))
+
+
+BUILDERS = {
+    "nanogpt_chars": nanogpt_chars,
+    "minimind_text": minimind_text,
+    "image_folder": image_folder,
+}
 
 
 # ----------------------------------------------------------------------------- running
@@ -164,6 +212,7 @@ class Outcome:
     steps: dict[str, Any] = field(default_factory=dict)
     verdict: str = ""
     top: list[tuple[str, float]] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)  # the SHOWN facts the trace measured
 
     @property
     def met(self) -> bool:
@@ -222,8 +271,11 @@ def run_target(target: Target, mirrors: Path, python: str, max_steps: int, work:
             if rec.get("k") == "end":
                 steps[path.stem] = rec.get("opt_steps")
     top = [(c["id"], round(float(c["score"]), 3)) for c in doc["causes"][:3]]
+    facts = {
+        f["fact"]: f["value"] for f in doc["facts"] if f["fact"] in SHOWN and f["source"] == "trace"
+    }
     return Outcome(
-        target, "ran", "", done.returncode, seconds, steps, str(doc.get("verdict", "")), top
+        target, "ran", "", done.returncode, seconds, steps, str(doc.get("verdict", "")), top, facts
     )
 
 
@@ -259,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             tops = ", ".join(f"{c} {s:.2f}" for c, s in got.top)
             print(f"  exit {got.exit} in {got.seconds:.0f} s; optimizer steps {got.steps}")
             print(f"  verdict {got.verdict}; top: {tops}")
+            print("  measured: " + ", ".join(f"{k}={v}" for k, v in got.facts.items()))
             print(f"  expect {target.expect}: {'met' if got.met else 'NOT MET'}")
     ran = [o for o in outcomes if o.status == "ran"]
     print(

@@ -78,3 +78,19 @@ def test_only_the_listed_files_are_taken_from_the_mirror(tmp_path: Path) -> None
 def test_a_target_without_its_mirror_is_skipped(tmp_path: Path) -> None:
     got = real_runs.run_target(_target(), tmp_path, sys.executable, 2, tmp_path / "work")
     assert got.status == "skipped" and "no mirror" in got.why
+
+
+def test_the_image_builder_writes_decodable_pngs(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    real_runs.image_folder(tmp_path, tmp_path)
+    files = sorted((tmp_path / "train").rglob("*.png"))
+    assert len(files) == 3 * 32 and len(list((tmp_path / "val").rglob("*.png"))) == 3 * 16
+    data = files[0].read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    idat = data.index(b"IDAT")
+    (size,) = struct.unpack(">I", data[idat - 4 : idat])
+    raw = zlib.decompress(data[idat + 4 : idat + 4 + size])
+    assert (width, height) == (32, 32) and len(raw) == height * (1 + width * 3)
