@@ -304,3 +304,28 @@ def test_the_step_cut_off_by_max_steps_has_no_scheduler_step_yet(tmp_path, kb, w
         per_rank[rank] = recs
     got = _facts(kb, _write(tmp_path / "t", per_rank))["scheduler_steps_per_optimizer_step"]
     assert got.value == expected
+
+
+@pytest.mark.parametrize(("factor", "says_count"), [(0.5, False), (1 / 128, True)])
+def test_a_division_by_another_count_than_the_accumulation_says_so(
+    tmp_path, kb, factor, says_count
+):  # type: ignore[no-untyped-def]
+    per_rank: dict[int, list[dict[str, Any]]] = {}
+    for rank in (0, 1):
+        recs: list[dict[str, Any]] = [_start(rank), _wrap()]
+        for s in (1, 2, 3):
+            recs.append(
+                {
+                    "k": "step",
+                    "s": s,
+                    "loss": [1.0, 1.1],
+                    "syn": [False, True],
+                    "lr": [0.1],
+                    "sch": 0,
+                    "fac": [factor, factor],
+                }
+            )
+        per_rank[rank] = recs
+    got = _facts(kb, _write(tmp_path / "t", per_rank))["loss_divided_by_accum"]
+    assert got.value is True
+    assert ("token or sample count" in (got.detail or "")) is says_count

@@ -68,6 +68,9 @@ class AccumulationReader(Context):
                     else "by a token/sample count"
                 )
                 detail = f"the loss is divided {how} before backward"
+                if factor is not None and not tensor_div and abs(1 / factor - accum) > 1e-6:
+                    # e.g. the HF Trainer's num_items_in_batch: the tokens of the window
+                    detail += f" (not the {accum} accumulation steps: a token or sample count)"
             else:
                 detail = (
                     f"loss not divided by accumulation steps: grad norm scales with accumulation "
