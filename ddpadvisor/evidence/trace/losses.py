@@ -93,7 +93,7 @@ class LossesReader(Context):
                 True,
                 detail="the loss is read on "
                 + ("every rank" if others else f"rank {self.r0.rank} only")
-                + " and never reduced across ranks before it is logged",
+                + " and never reduced across ranks: what rank 0 logs is its own micro-batch loss",
             )
 
 
