@@ -135,6 +135,11 @@ def test_json_trace_also_scans_the_traced_script_and_says_so(tmp_path, kb):  # t
     # Named with --script as well: scanned once, no second note.
     got = gather(kb, Sources(traces=[folder], scripts=[HERE / "zoo" / "control_mlp.py"]))
     assert not any("also scanned" in w for w in got.warnings)
+    assert not any("not the script --script names" in w for w in got.warnings)
+    # --script names another file than the job ran: both are read, and the user is told
+    other = HERE / "zoo" / "control_accum_nosync.py"
+    got = gather(kb, Sources(traces=[folder], scripts=[other]))
+    assert any("control_mlp.py, not the script --script names" in w for w in got.warnings)
     # The script is gone: the trace alone, and why.
     for path in folder.glob("rank*.jsonl"):
         path.write_text(path.read_text().replace(str(HERE), str(tmp_path / "elsewhere")))

@@ -86,6 +86,11 @@ def _scan_traced_script(kb: KnowledgeBase, trace: Path, named: set[Path], out: G
         return
     if script.resolve() in named:
         return
+    if named:
+        out.warnings.append(
+            f"trace {trace}: the job ran {script}, not the script --script names; both are "
+            "scanned, so their findings and warnings may repeat"
+        )
     named.add(script.resolve())
     try:
         got = scan_script(kb, script)
