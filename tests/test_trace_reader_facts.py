@@ -334,3 +334,30 @@ def test_a_division_by_another_count_than_the_accumulation_says_so(
     got = _facts(kb, _write(tmp_path / "t", per_rank))["loss_divided_by_accum"]
     assert got.value is True
     assert ("token or sample count" in (got.detail or "")) is says_count
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_accelerate_steps_the_schedule_per_process_only_when_it_connected_them(
+    tmp_path, kb, wrapped
+):  # type: ignore[no-untyped-def]
+    # AcceleratedScheduler advances the schedule num_processes times per optimizer step in a
+    # distributed run (2 here); a run it never made distributed (no wrap, no collective)
+    # steps it once: either way one step of the planned schedule per optimizer step
+    per_rank = _unwrapped(3)
+    for recs in per_rank.values():
+        if wrapped:
+            recs.insert(1, _wrap())
+        recs.insert(
+            1,
+            {
+                "k": "sched",
+                "cls": "LambdaLR",
+                "by": "accelerate.scheduler.AcceleratedScheduler.step",
+            },
+        )
+        for rec in recs:
+            if rec["k"] == "step":
+                rec["sch"] = 2 if wrapped else 1
+        recs.append({"k": "end", "why": "exit", "s": 3, "sched": 6 if wrapped else 3})
+    got = _facts(kb, _write(tmp_path / "t", per_rank))["scheduler_steps_per_optimizer_step"]
+    assert got.value == pytest.approx(1.0)

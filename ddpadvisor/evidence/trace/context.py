@@ -60,6 +60,22 @@ class Context:
     def add(self, *args: Any, **kwargs: Any) -> None:
         self.facts.add(*args, **kwargs)
 
+    @property
+    def sharded(self) -> bool:
+        """Some rank holds only a shard of some parameter (FSDP)."""
+        records = [r for t in self.ranks for r in [*t.checks.values(), t.final] if r]
+        return any(r.get("sharded") for r in records)
+
+    @property
+    def nothing_syncs(self) -> bool:
+        """No DDP wrap, no shard and not one large collective in any traced step, by an
+        agent that counts them (format 3): the ranks trained unconnected copies."""
+        if self.world < 2 or not self.r0.steps or self.ddp or self.sharded:
+            return False
+        if any(int(t.start.get("v") or 1) < 3 for t in self.ranks):
+            return False  # an older agent did not count collectives outside DDP
+        return not any(r.get("bigcol") for t in self.ranks for r in t.steps.values())
+
     def _cfg(self) -> list[Record]:
         return [r for t in self.ranks for r in t.kind("cfg")]
 

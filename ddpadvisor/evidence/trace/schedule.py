@@ -32,7 +32,15 @@ class ScheduleReader(Context):
         )
         driver = scheduler_driver((t.first("sched") or {}).get("by"))
         split = any(e.get("split_batches") for e in t.epochs if e.get("shard"))
-        if driver is not None and driver.steps_per_process and not split and self.world > 1:
+        # a framework that never connected the ranks (accelerate settling on a single
+        # process) steps its schedule once per optimizer step, not once per process
+        if (
+            driver is not None
+            and driver.steps_per_process
+            and not split
+            and self.world > 1
+            and not self.nothing_syncs
+        ):
             # the framework advances a schedule planned in single-process batches W times
             ratio /= self.world
             detail += f" ({driver.why}): {ratio:.2g} per optimizer step per process"

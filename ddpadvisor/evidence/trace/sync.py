@@ -111,13 +111,10 @@ class SyncReader(Context):
         if self.ddp:
             self.add("gradient_sync_present", True, detail="the model is wrapped in DDP")
             return
-        records = [r for t in self.ranks for r in [*t.checks.values(), t.final] if r]
-        if any(r.get("sharded") for r in records):
+        if self.sharded:
             self.add("gradient_sync_present", True, detail="parameters are sharded (FSDP)")
             return
-        if any(int(t.start.get("v") or 1) < 3 for t in self.ranks):
-            return  # an older agent did not count collectives outside DDP
-        if any(r.get("bigcol") for t in self.ranks for r in t.steps.values()):
+        if not self.nothing_syncs:
             return
         self.add(
             "gradient_sync_present",
