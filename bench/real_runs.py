@@ -90,9 +90,15 @@ def load_targets(path: Path = TARGETS) -> list[Target]:
     for i, raw in enumerate(doc.get("targets") or []):
         try:
             edits = [Edit(**e) for e in raw.pop("edits", [])]
-            out.append(Target(**raw, edits=edits))
+            target = Target(**raw, edits=edits)
         except TypeError as exc:
             raise TargetProblem(f"{path}: target {i + 1}: {exc}") from None
+        if target.data not in BUILDERS:
+            raise TargetProblem(
+                f"{path}: target {target.name}: no data builder '{target.data}' "
+                f"(known: {', '.join(sorted(BUILDERS))})"
+            )
+        out.append(target)
     return out
 
 
@@ -289,8 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         targets = load_targets(args.targets)
-    except (OSError, yaml.YAMLError, TargetProblem) as exc:
-        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+    except TargetProblem as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"error: {args.targets}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.only:
         targets = [t for t in targets if t.name == args.only]

@@ -94,3 +94,15 @@ def test_the_image_builder_writes_decodable_pngs(tmp_path: Path) -> None:
     (size,) = struct.unpack(">I", data[idat - 4 : idat])
     raw = zlib.decompress(data[idat + 4 : idat + 4 + size])
     assert (width, height) == (32, 32) and len(raw) == height * (1 + width * 3)
+
+
+def test_a_malformed_target_file_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "t.yaml"
+    bad.write_text(real_runs.TARGETS.read_text().replace("data: minimind_text", "data: nope"))
+    assert real_runs.main(["--targets", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no data builder 'nope'" in err
+    bad.write_text("targets: [\n")
+    assert real_runs.main(["--targets", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "line 2" in err
