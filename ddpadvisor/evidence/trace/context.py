@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 from ddpadvisor.evidence.trace.common import _odd_ranks
@@ -60,13 +61,13 @@ class Context:
     def add(self, *args: Any, **kwargs: Any) -> None:
         self.facts.add(*args, **kwargs)
 
-    @property
+    @cached_property  # several readers ask; the ranks' records do not change while read
     def sharded(self) -> bool:
         """Some rank holds only a shard of some parameter (FSDP)."""
         records = [r for t in self.ranks for r in [*t.checks.values(), t.final] if r]
         return any(r.get("sharded") for r in records)
 
-    @property
+    @cached_property
     def nothing_syncs(self) -> bool:
         """No DDP wrap, no shard and not one large collective in any traced step, by an
         agent that counts them (format 3): the ranks trained unconnected copies."""
