@@ -355,8 +355,9 @@ class Engine:
             lang=lang,
             steps=steps,
         )
-        best = post.probs[ranking[0]]
-        done = best >= SETTLED or not steps or steps[0].gain < MIN_GAIN
+        done = self._settled(post, ranking[0], observed, verified, resemblance) or (
+            not steps or steps[0].gain < MIN_GAIN
+        )
         facts = [
             self._fact_out(o, res.superseded.get(f, []), lang) for f, o in sorted(winners.items())
         ]
@@ -412,6 +413,23 @@ class Engine:
         )
 
     # -- pieces ---------------------------------------------------------------------------
+    def _settled(
+        self,
+        post: Posterior,
+        lead: int,
+        observed: Mapping[str, str],
+        verified: Mapping[str, str],
+        resemblance: Sequence[Resemblance],
+    ) -> bool:
+        """The lead reaches SETTLED, and would without the description's wording: words are a
+        hint, so what settles a cause is what was observed."""
+        if post.probs[lead] < SETTLED:
+            return False
+        if not any(log_lr(r) > 0 for r in resemblance):
+            return True
+        bare = posterior(self.model, observed, self.extra_terms(verified, ()))
+        return bool(bare.probs[lead] >= SETTLED)
+
     def _verdict(self, post: Posterior, lead: int, observed: Mapping[str, str]) -> str:
         if post.causes[lead] != CATCH_ALL:
             return "cause" if post.probs[lead] >= STANDS_OUT else "undecided"

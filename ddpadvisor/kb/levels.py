@@ -43,6 +43,9 @@ def prior(value: str | float) -> float:
 RESEMBLANCE_FLOOR = 0.12
 RESEMBLANCE_STANDOUT = 3.0
 RESEMBLANCE_SLOPE = 1.5
-# Words are not measurements: however closely a text reads like a cause, it moves the odds at
-# most this much (ln 6 = x400), so an answer, a scan or a trace can still overrule it.
-RESEMBLANCE_MAX = 6.0
+# Words are a hint, never a verdict: however closely a text reads like a cause, it moves the
+# odds at most this much (ln 3 = x3, a weak link's worth), so words alone never settle a cause
+# and any answer, scan or trace overrules them. The cap was ln 6 (x400) until a blind replay
+# of seed thread 001 ("... is it torch.compile or DDP?") read 94 % torch.compile from words
+# alone: a reporter's vocabulary names their suspects, and the suspects are often wrong.
+RESEMBLANCE_MAX = 1.1

@@ -199,6 +199,31 @@ class ResemblanceIndex:
         return out
 
 
+# A sentence that asks ("is it torch.compile or DDP?", "是不是 DDP 的问题？") names a suspect, and
+# a suspect is no observation: such sentences are left out before the text is compared.
+# A sentence ends at CJK end punctuation, at ASCII end punctuation before a space or the end
+# ("torch.compile" is one word), or at a line break.
+_SENTENCE_END = re.compile(r"[。！？]+|[.!?]+(?=\s|$)|\n")
+_ASKS = re.compile(r"(?:[?？]+|[吗呢嘛][.!。！]*)\s*$")
+
+
+def statements(text: str) -> str:
+    """``text`` without its questions (sentences ending in a question mark, or in 吗/呢)."""
+    text = text[:MAX_TEXT]
+    if not any(c in text for c in "?？吗呢嘛"):
+        return text
+    kept: list[str] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        sentence = text[start : m.end()]
+        start = m.end()
+        if not _ASKS.search(sentence):
+            kept.append(sentence)
+    if not _ASKS.search(text[start:]):
+        kept.append(text[start:])
+    return "".join(kept)
+
+
 _LAST: list[tuple[KnowledgeBase, ResemblanceIndex]] = []
 
 
@@ -231,6 +256,7 @@ def resemble_readings(kb: KnowledgeBase, readings: Sequence[str]) -> list[Resemb
     index = index_for(kb)
     best: dict[str, Resemblance] = {}
     for reading in readings:
+        reading = statements(reading)
         if not reading.strip():
             continue
         for r in index.resemble(reading):
