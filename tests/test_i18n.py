@@ -161,7 +161,7 @@ def test_chinese_report_is_mostly_chinese(args: tuple[str, ...], env: dict[str, 
     assert zh / total >= 0.60
     # identifiers, commands and code stay as they are
     assert "lr-scaled-too-aggressively" in proc.stdout
-    assert "ddpadvisor --json --set lr_scaling=sqrt" in proc.stdout
+    assert "ddpadvisor trace --out trace-sqrt-lr -- train.py" in proc.stdout
     assert "lr = base_lr * math.sqrt(global_batch / base_batch)" in proc.stdout
 
 

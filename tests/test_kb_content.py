@@ -151,6 +151,29 @@ def test_cause_is_complete(engine: Engine, cause_id: str) -> None:
     assert near_misses, "a similar-looking case where another cause wins"
 
 
+# A verify command measures: it runs the fixed job (a trace, with --verify or read back), a
+# probe, or reads back a run it just made. It never types in the answers that declare success.
+MEASURING = re.compile(r"^(?:[A-Z_]+=\S+ )*ddpadvisor (?:trace|probe)\b")
+DECLARING = re.compile(r"--set\b|--answers\b|\bverified\.")
+
+
+def test_every_fix_is_verified_by_a_measurement(engine: Engine) -> None:
+    bad = [
+        f"{fix.id}: {fix.verify.command}"
+        for fix in engine.kb.fixes.values()
+        if not MEASURING.match(fix.verify.command) or DECLARING.search(fix.verify.command)
+    ]
+    assert not bad, "verify commands that do not measure:\n" + "\n".join(bad)
+
+
+def test_the_verify_check_tells_measuring_from_declaring() -> None:
+    assert MEASURING.match("ddpadvisor trace --nproc 2 --verify x -- train.py")
+    assert MEASURING.match("NCCL_DEBUG=INFO ddpadvisor probe collectives --nproc 2")
+    assert not MEASURING.match("ddpadvisor --json --set lr_scaling=sqrt")
+    assert not MEASURING.match("ddpadvisor --json --script train.py")
+    assert DECLARING.search("ddpadvisor trace -- x.py && ddpadvisor --json --set lower_lr_fixes_it=true")
+
+
 def test_every_cause_can_be_reached_by_questions(engine: Engine) -> None:
     """A user without a trace must be able to move each cause with an answer."""
     kb = engine.kb
