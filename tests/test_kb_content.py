@@ -171,7 +171,9 @@ def test_the_verify_check_tells_measuring_from_declaring() -> None:
     assert MEASURING.match("NCCL_DEBUG=INFO ddpadvisor probe collectives --nproc 2")
     assert not MEASURING.match("ddpadvisor --json --set lr_scaling=sqrt")
     assert not MEASURING.match("ddpadvisor --json --script train.py")
-    assert DECLARING.search("ddpadvisor trace -- x.py && ddpadvisor --json --set lower_lr_fixes_it=true")
+    assert DECLARING.search(
+        "ddpadvisor trace -- x.py && ddpadvisor --json --set lower_lr_fixes_it=true"
+    )
 
 
 def test_every_cause_can_be_reached_by_questions(engine: Engine) -> None:
