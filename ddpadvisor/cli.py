@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ddpadvisor import __version__
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.errors import InputError, RunFailed
+from ddpadvisor.observation import NEEDS
 
 if TYPE_CHECKING:
     from ddpadvisor.evidence.gather import Sources
@@ -43,6 +44,15 @@ def _add_sources(p: Parser) -> None:
         default=[],
         metavar="FACT=VALUE",
         help="one answer; repeatable; 'unknown' leaves the fact unobserved",
+    )
+    g.add_argument(
+        "--without",
+        action="append",
+        choices=NEEDS,
+        default=[],
+        metavar="NEED",
+        help="what you do not have here: 'script' (no training script at hand) or 'machine' "
+        "(cannot run jobs there); every step that needs it is declined; repeatable",
     )
     g.add_argument(
         "--script",
@@ -175,7 +185,7 @@ def _sources(args: argparse.Namespace) -> Sources:
 
     return Sources(
         answers=args.answers,
-        sets=args.sets,
+        sets=[*args.sets, *(f"without:{need}=unknown" for need in args.without)],
         scripts=args.scripts,
         traces=args.traces,
         probe_results=args.probe_results,

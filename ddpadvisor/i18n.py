@@ -185,6 +185,7 @@ ZH: dict[str, str] = {
         "{fact}：{winner} 给出 {value}{where}，优先于 {loser} 给出的 {lvalue}{lwhere}"
     ),
     # evidence sources (display only; the JSON keeps the ids)
+    "description": "描述（待确认）",
     "answer": "回答",
     "set": "命令行",
     "script": "脚本扫描",

@@ -18,10 +18,24 @@ from ddpadvisor.kb.values import parse_value
 if TYPE_CHECKING:
     from ddpadvisor.kb.model import KnowledgeBase
 
-ObsSource = Literal["answer", "set", "script", "probe", "trace"]
+ObsSource = Literal["description", "answer", "set", "script", "probe", "trace"]
 
-# Measured beats scanned beats asked (SPEC: "the measured one wins").
-PRECEDENCE: dict[str, int] = {"answer": 0, "set": 1, "script": 2, "probe": 3, "trace": 3}
+# Measured beats scanned beats asked (SPEC: "the measured one wins"). A fact read from the
+# user's own description is a proposal: it counts until the user confirms or corrects it, and
+# any answer, scan or measurement overrules it (and says so in the warnings).
+PRECEDENCE: dict[str, int] = {
+    "description": -1,
+    "answer": 0,
+    "set": 1,
+    "script": 2,
+    "probe": 3,
+    "trace": 3,
+}
+
+
+# What a measured step needs that a user may not have: their training script (scan, trace) or a
+# machine to launch on (probe, trace). "without:NEED" among the declined ids says they lack it.
+NEEDS = ("script", "machine")
 
 
 class Observation(BaseModel):

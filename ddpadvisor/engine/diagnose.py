@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ddpadvisor import __version__
 from ddpadvisor.engine.infer import Contribution, Posterior, posterior
 from ddpadvisor.engine.model import CATCH_ALL, CompiledModel, load_model, no_fault_distribution
-from ddpadvisor.engine.questions import COMMANDS, Step, choice_labels, next_steps
+from ddpadvisor.engine.questions import COMMANDS, Step, choice_labels, decline_hints, next_steps
 from ddpadvisor.i18n import Lang, t, text, value_label
 from ddpadvisor.kb import levels
 from ddpadvisor.kb.model import KnowledgeBase
@@ -281,6 +281,7 @@ class Engine:
                 choices=list(labels) if labels else None,
                 labels=labels,
                 help=(text(fact, "help", lang) or "").strip() or None,
+                decline=decline_hints(step.id, step.kind),
                 expected_gain=round(step.gain, 6),
                 chance=step.chance,
                 cost=step.cost,
@@ -304,6 +305,7 @@ class Engine:
             + ", ".join(step.facts[:6])
             + (" ..." if len(step.facts) > 6 else ""),
             command=command,
+            decline=decline_hints(step.id, step.kind),
             expected_gain=round(step.gain, 6),
             chance=step.chance,
             cost=step.cost,
@@ -427,7 +429,7 @@ class Engine:
             return False
         if not any(log_lr(r) > 0 for r in resemblance):
             return True
-        bare = posterior(self.model, observed, self.extra_terms(verified, ()))
+        bare = posterior(self.model, dict(observed), self.extra_terms(verified, ()))
         return bool(bare.probs[lead] >= SETTLED)
 
     def _verdict(self, post: Posterior, lead: int, observed: Mapping[str, str]) -> str:

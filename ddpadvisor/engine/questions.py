@@ -23,7 +23,7 @@ from ddpadvisor.engine.model import CompiledModel
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.schema import Fact
 from ddpadvisor.kb.values import condition_holds, option_labels, option_values
-from ddpadvisor.observation import Observation
+from ddpadvisor.observation import NEEDS, Observation
 
 # Cost and the chance it can be carried out, per kind of measured step. A probe needs torchrun
 # on the machine; a trace needs the training script and a short run of it; a scan needs the
@@ -45,6 +45,21 @@ STEP_IDS = ("trace", "scan")  # plus "probe:NAME" and "ask:FACT"
 # probes is not walked through each of them in turn.
 STEP_NEEDS = {"probe": ("machine",), "scan": ("script",), "trace": ("script", "machine")}
 ACCESS_PRIOR = 1.0
+assert {n for needs in STEP_NEEDS.values() for n in needs} == set(NEEDS)
+
+
+def lacking(declined: Iterable[str]) -> set[str]:
+    """What the user said they do not have (``without:script``, ``without:machine``)."""
+    return {d.split(":", 1)[1] for d in declined if d.startswith("without:")}
+
+
+def decline_hints(step_id: str, kind: str) -> list[str]:
+    """The answers that decline a step: the step alone, or everything that needs what it
+    needs (``--without``), as a user types them."""
+    if kind == "ask":
+        return [f"--set {step_id.removeprefix('ask:')}=unknown"]
+    return [f"--set {step_id}=unknown", *(f"--without {n}" for n in STEP_NEEDS.get(kind, ()))]
+
 
 COMMANDS = {
     "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --json --trace ddpadvisor-trace",
@@ -170,7 +185,9 @@ def user_factor(kb: KnowledgeBase, winners: Mapping[str, Observation], declined:
     """This user's record so far: answers given against questions declined ("don't know")."""
     answered = sum(1 for o in winners.values() if o.source == "answer")
     asked = {
-        d.removeprefix("ask:") for d in declined if not d.startswith(("probe:", "trace", "scan"))
+        d.removeprefix("ask:")
+        for d in declined
+        if not d.startswith(("probe:", "trace", "scan", "without:"))
     }
     refused = sum(1 for f in asked if f in kb.facts and "asked" in kb.facts[f].sources)
     return (answered + USER_PRIOR) / (answered + refused + USER_PRIOR)
@@ -180,6 +197,8 @@ def access_factor(kind: str, carried_out: set[str], declined: set[str]) -> float
     """How likely this user can carry out a step of ``kind``, from the steps they took or
     declined (``carried_out``: kinds with observations; ``declined``: step ids)."""
     kinds_declined = [d.split(":", 1)[0] for d in declined if d.startswith(("probe:", *STEP_IDS))]
+    if lacking(declined).intersection(STEP_NEEDS.get(kind, ())):
+        return 0.0
     factor = 1.0
     for need in STEP_NEEDS.get(kind, ()):
         done = sum(1 for k in carried_out if need in STEP_NEEDS.get(k, ()))
@@ -244,10 +263,11 @@ def next_steps(
             groups.setdefault("trace", []).append(fact.id)
         if "script" in fact.sources and "script" not in seen_sources:
             groups.setdefault("scan", []).append(fact.id)
+    lacks = lacking(skip)
     for step_id, facts in groups.items():
-        if step_id in skip:
-            continue
         kind = step_id.split(":", 1)[0]
+        if step_id in skip or lacks.intersection(STEP_NEEDS[kind]):
+            continue
         chance = STEP_CHANCE[kind] * access_factor(kind, carried_out, skip)
         probe = step_id.split(":", 1)[1] if kind == "probe" else None
         if probe is not None:

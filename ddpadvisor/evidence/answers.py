@@ -5,6 +5,9 @@ Beside facts, both may say what the user declined and which fixes were verified:
 - ``fact: unknown`` (or ``不知道``) declines the fact: it is never proposed again;
 - ``declined: [trace, probe:env, ask:precision]`` (file) or ``--set trace=unknown`` declines a
   whole next step;
+- ``without: [script, machine]`` (file) or ``--without script`` says what the user does not
+  have ("I have no script here", "I cannot run jobs on that cluster"): every step that needs it
+  is declined at once (``without:script`` among the declined ids);
 - ``verified: {fix-id: failed}`` (file) or ``--set verified.FIX=failed`` reports the outcome of a
   fix's verify command (failed / passed), evidence about the cause the fix addresses.
 """
@@ -17,11 +20,19 @@ from typing import Any
 from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import ValueProblem, is_unknown
-from ddpadvisor.observation import Gathered, Observation, ObsSource, UnknownFact, observe
+from ddpadvisor.observation import (
+    NEEDS,
+    Gathered,
+    Observation,
+    ObsSource,
+    UnknownFact,
+    observe,
+)
 
 # Keys an answers file may carry beside its facts (structured form: {facts: {...}, ...}).
 METADATA_KEYS = {"description", "thread", "notes", "source", "title"}
 STEP_KEYS = ("trace", "scan")
+EXTRA_KEYS = ("declined", "verified", "without")
 VERIFY_WORDS = {
     "failed": "failed",
     "fail": "failed",
@@ -58,7 +69,11 @@ def _is_step(kb: KnowledgeBase, key: str) -> bool:
     if key in STEP_KEYS:
         return True
     kind, _, name = key.partition(":")
-    return (kind == "ask" and name in kb.facts) or (kind == "probe" and bool(name))
+    return (
+        (kind == "ask" and name in kb.facts)
+        or (kind == "probe" and bool(name))
+        or (kind == "without" and name in NEEDS)
+    )
 
 
 def _verified(kb: KnowledgeBase, fix: str, raw: Any, file: str, line: int | None) -> str:
@@ -92,10 +107,12 @@ def read_answer_file(kb: KnowledgeBase, path: Path) -> Gathered:
     def line_of(mapping: Any, key: str) -> int | None:
         return mapping.key_lines.get(key) if isinstance(mapping, LineDict) else None
 
-    extras = {k: data[k] for k in ("declined", "verified") if k in data and k not in kb.facts}
+    extras = {
+        k: data[k] for k in ("declined", "verified", "without") if k in data and k not in kb.facts
+    }
     if "facts" in data and isinstance(data["facts"], dict):
         for key in data:
-            if key not in ("facts", "declined", "verified") and key not in METADATA_KEYS:
+            if key not in ("facts", *EXTRA_KEYS) and key not in METADATA_KEYS:
                 warnings.append(f"{path}: unknown key {key!r} ignored")
         outer = data
         data = data["facts"]
@@ -128,6 +145,15 @@ def read_answer_file(kb: KnowledgeBase, path: Path) -> Gathered:
                 raise InputError(f"declined: unknown fact or step id {key!r}", path, line)
             if key not in got.declined:
                 got.declined.append(key)
+    without = extras.get("without")
+    if without is not None:
+        line = line_of(top, "without")
+        items = [without] if isinstance(without, str) else without
+        if not isinstance(items, list) or any(str(i) not in NEEDS for i in items):
+            raise InputError(f"without: expects a list of {', '.join(NEEDS)}", path, line)
+        for item in items:
+            if f"without:{item}" not in got.declined:
+                got.declined.append(f"without:{item}")
     verified = extras.get("verified")
     if verified is not None:
         line = line_of(top, "verified")

@@ -25,7 +25,7 @@ from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.resemblance import Resemblance, resemble_readings
 from ddpadvisor.kb.values import Value, ValueProblem, parse_value
-from ddpadvisor.observation import Gathered, Observation
+from ddpadvisor.observation import Gathered, Observation, ObsSource
 
 MAX_TEXT = 200_000  # characters read from a description; a forum post is far shorter
 
@@ -315,12 +315,16 @@ def _scanned(kb: KnowledgeBase, blocks: list[CodeBlock]) -> list[Finding]:
     return out
 
 
-def to_observations(findings: list[Finding], where: str) -> list[Observation]:
+def to_observations(
+    findings: list[Finding], where: str, source: ObsSource = "description"
+) -> list[Observation]:
+    """Findings as observations: proposals (source ``description``) until the user confirms
+    them, which turns them into answers."""
     return [
         Observation(
             fact=f.fact,
             value=f.value,
-            source="answer",
+            source=source,
             where=where,
             detail=(
                 f"from the code in the description: \u201c{f.phrase}\u201d"

@@ -88,6 +88,12 @@ class NextStep(BaseModel):
     labels: dict[str, str] | None = Field(None, description="Option value -> label shown")
     help: str | None = Field(None, description="How to find the answer or run the step")
     command: str | None = None
+    decline: list[str] = Field(
+        [],
+        description="Arguments that decline this step if the user cannot take it: the step "
+        "alone (--set ID=unknown), or every step needing what it needs (--without script, "
+        "--without machine); a declined step is never offered again",
+    )
     expected_gain: float = Field(ge=0.0, description="Expected entropy reduction, bits")
     chance: float = Field(ge=0.0, le=1.0, description="Chance this user can carry it out")
     cost: float

@@ -1,0 +1,101 @@
+"""The front door: what a person says is a proposal, a step they cannot take is declined in one
+answer, and what they lack (their script, a machine to run on) is never asked of them again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ddpadvisor.engine.diagnose import Engine
+from ddpadvisor.evidence.answers import read_answer_file, read_sets
+from ddpadvisor.evidence.intake import extract, to_observations
+from ddpadvisor.observation import Observation
+from tests.test_scan_inputs import run_cli
+
+POST = (
+    "13B LLaMA with DDP on 4 V100s, PyTorch 2.0, torch.compile on, batch 2 per card, "
+    "accumulation 8, lr 3e-6; the loss jumps high in the first few hundred steps."
+)
+
+
+def _steps(doc: dict) -> list[str]:
+    return [s["id"] for s in doc["next_steps"]]
+
+
+@pytest.mark.parametrize(
+    ("without", "gone"),
+    [
+        (["script"], ("scan", "trace")),
+        (["machine"], ("probe:", "trace")),
+        (["script", "machine"], ("scan", "trace", "probe:")),
+    ],
+)
+def test_without_declines_every_step_that_needs_it(
+    tmp_path: Path, without: list[str], gone: tuple[str, ...]
+) -> None:
+    post = tmp_path / "post.txt"
+    post.write_text(POST, encoding="utf-8")
+    args = ["--json", "--describe", str(post), "--top", "3"]
+    before = json.loads(run_cli(*args).stdout)
+    assert any(s.startswith(gone) for s in _steps(before)), "the step was offered before"
+    proc = run_cli(*args, *(a for need in without for a in ("--without", need)))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert not [s for s in _steps(doc) if s.startswith(gone)]
+    assert sorted(f"without:{n}" for n in without) == [
+        d for d in doc["declined"] if d.startswith("without:")
+    ]
+    assert doc["next_steps"], "questions are still offered"
+
+
+def test_every_next_step_says_how_to_decline_it(engine: Engine) -> None:
+    d = engine.diagnose([Observation(fact="loss_pattern", value="spikes", source="answer")])
+    for step in d.next_steps:
+        assert step.decline, step.id
+        if step.kind == "ask":
+            assert step.decline == [f"--set {step.fact}=unknown"]
+        else:
+            assert f"--set {step.id}=unknown" in step.decline
+    scan = next(s for s in d.next_steps if s.kind == "scan")
+    assert "--without script" in scan.decline
+
+
+def test_a_declined_need_is_never_offered_again(engine: Engine) -> None:
+    """Declining question after question (which makes measured steps look more attractive)
+    never brings back a step that needs the script the user said they do not have."""
+    obs = [Observation(fact="loss_pattern", value="oscillates", source="answer")]
+    declined = ["without:script"]
+    for _ in range(4):
+        d = engine.diagnose(obs, declined=declined)
+        assert not [s for s in d.next_steps if s.kind in ("scan", "trace")]
+        declined.append(next(s.id for s in d.next_steps if s.kind == "ask"))
+    without = engine.diagnose(obs, declined=declined[1:])
+    assert any(s.kind == "scan" for s in without.next_steps), "the scan is there otherwise"
+
+
+def test_answers_file_and_set_say_what_the_user_lacks(engine: Engine, tmp_path: Path) -> None:
+    f = tmp_path / "a.yaml"
+    f.write_text("loss_pattern: spikes\nwithout: [script]\n", encoding="utf-8")
+    assert "without:script" in read_answer_file(engine.kb, f).declined
+    assert read_sets(engine.kb, ["without:machine=unknown"]).declined == ["without:machine"]
+    bad = tmp_path / "b.yaml"
+    bad.write_text("without: [gpu]\n", encoding="utf-8")
+    proc = run_cli("--json", "--answers", str(bad))
+    assert proc.returncode == 2 and "without: expects" in proc.stderr
+
+
+def test_facts_read_from_a_post_are_proposals_an_answer_corrects(engine: Engine) -> None:
+    found = extract(engine.kb, POST)
+    proposed = to_observations(found, "post.txt")
+    assert proposed and all(o.source == "description" for o in proposed)
+    d = engine.diagnose(proposed)
+    facts = {f.fact: f for f in d.facts}
+    assert facts["torch_version"].source == "description"
+    corrected = engine.diagnose(
+        [*proposed, Observation(fact="torch_version", value="2.1", source="answer")]
+    )
+    facts = {f.fact: f for f in corrected.facts}
+    assert facts["torch_version"].value == "2.1" and facts["torch_version"].source == "answer"
+    assert any("torch_version" in w and "wins over" in w for w in corrected.warnings)
