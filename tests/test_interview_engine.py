@@ -177,7 +177,11 @@ def test_a_rare_symptom_lowers_no_fault(engine: Engine) -> None:
 
 
 def test_nothing_fits_is_told_from_looks_healthy(engine: Engine) -> None:
-    healthy = engine.diagnose(obs(engine, loss_pattern="oscillates", noise_only_early=True))
+    said = obs(engine, loss_pattern="oscillates", noise_only_early=True)
+    # what a person says of a run is no finding about the job: a best guess at most
+    assert engine.diagnose(said).verdict == "undecided"
+    seen = Observation(fact="uses_distributed_sampler", value=True, source="script")
+    healthy = engine.diagnose([*said, seen])
     assert healthy.causes[0].id == "other" and healthy.verdict == "looks-healthy"
     assert healthy.causes[0].title.startswith("Looks healthy")
     ruled_out = obs(

@@ -46,6 +46,7 @@ SETTLED = 0.85  # stop asking once the top cause has this posterior
 # Below this posterior a leading catalogued cause is a best guess, not a diagnosis: the
 # summary says no cause stands out yet (the same bar as "confident" in the quality checks).
 STANDS_OUT = 0.30
+MEASURED_OR_SCANNED = ("script", "probe", "trace")  # sources that saw the job itself
 DESCRIPTION = "description"  # the evidence row of a description that reads like the cause
 MIN_GAIN = 0.02  # bits; below this a question is not worth asking
 # A fix whose verify command failed: P(fails | its cause, fix applied) vs P(fails | another
@@ -332,7 +333,7 @@ class Engine:
         post = posterior(self.model, observed, self.extra_terms(verified, resemblance))
         described = {r.cause: r for r in resemblance}
         ranking = post.ranking()
-        verdict = self._verdict(post, ranking[0], observed)
+        verdict = self._verdict(post, ranking[0], observed, winners)
         shown = ranking[:top] if top else ranking
         if top is None and len(ranking) > LIST_AT_MOST:
             shown = ranking[:LIST_AT_MOST]
@@ -432,7 +433,13 @@ class Engine:
         bare = posterior(self.model, dict(observed), self.extra_terms(verified, ()))
         return bool(bare.probs[lead] >= SETTLED)
 
-    def _verdict(self, post: Posterior, lead: int, observed: Mapping[str, str]) -> str:
+    def _verdict(
+        self,
+        post: Posterior,
+        lead: int,
+        observed: Mapping[str, str],
+        winners: Mapping[str, Observation] | None = None,
+    ) -> str:
         if post.causes[lead] != CATCH_ALL:
             return "cause" if post.probs[lead] >= STANDS_OUT else "undecided"
         if not observed:  # with nothing observed, nothing looks healthy or otherwise yet
@@ -450,6 +457,13 @@ class Engine:
                 # a symptom no healthy job shows: "nothing fits" once the catalogued causes
                 # have been weighed and the catch-all stands out, not on the symptom alone
                 return "nothing-fits" if post.probs[lead] >= STANDS_OUT else "undecided"
+        # "looks healthy" is a finding about the job: it needs something seen of the job itself
+        # (a scan, a probe, a trace), not only what a person said of it; a person who reports a
+        # plateau or a noisy curve and nothing else has reported a symptom, not health
+        if winners is not None and not any(
+            o.source in MEASURED_OR_SCANNED for o in winners.values()
+        ):
+            return "undecided"
         return "looks-healthy"
 
     def _cause_out(
