@@ -99,3 +99,66 @@ def test_facts_read_from_a_post_are_proposals_an_answer_corrects(engine: Engine)
     facts = {f.fact: f for f in corrected.facts}
     assert facts["torch_version"].value == "2.1" and facts["torch_version"].source == "answer"
     assert any("torch_version" in w and "wins over" in w for w in corrected.warnings)
+
+
+def _asked(d) -> set[str]:  # type: ignore[no-untyped-def]
+    return {s.fact for s in d.next_steps if s.kind == "ask"} | {q.fact for q in d.next_questions}
+
+
+def test_no_gpu_or_nccl_question_for_a_job_on_cpus(engine: Engine) -> None:
+    gpu_questions = {"gpu_model", "nccl_env_overrides", "nccl_algo", "fp32_training_state_fits"}
+    spikes = Observation(fact="loss_pattern", value="spikes", source="answer")
+    cpu = Observation(fact="backend", value="gloo", source="answer")
+    # enough declined questions that the GPU ones would come up
+    declined = [f for f in engine.kb.facts if f not in gpu_questions and f != "backend"]
+    on_gpu = engine.diagnose([spikes], declined=declined)
+    assert _asked(on_gpu) & gpu_questions
+    on_cpu = engine.diagnose([spikes, cpu], declined=declined)
+    assert not _asked(on_cpu) & gpu_questions
+
+
+def test_follow_up_and_reference_questions_wait_for_their_premise(engine: Engine) -> None:
+    spikes = Observation(fact="loss_pattern", value="spikes", source="answer")
+    declined = [f for f in engine.kb.facts if f not in ("nccl_algo", "nccl_env_overrides")]
+    d = engine.diagnose([spikes], declined=declined)
+    assert "nccl_algo" not in _asked(d)  # not beside "are NCCL variables set?"
+    yes = Observation(fact="nccl_env_overrides", value=True, source="answer")
+    assert "nccl_algo" in _asked(engine.diagnose([spikes, yes], declined=declined))
+    refs = ("single_gpu_same_global_batch", "global_batch_ratio")
+    others = [f for f in engine.kb.facts if f not in (*refs, "single_gpu_converges")]
+    d = engine.diagnose([spikes], declined=[*others, "single_gpu_converges"])
+    assert not _asked(d) & set(refs), "no single-GPU run was said to exist"
+    ran = Observation(fact="single_gpu_converges", value=True, source="answer")
+    assert _asked(engine.diagnose([spikes, ran], declined=others)) & set(refs)
+
+
+@pytest.mark.parametrize(
+    ("value", "implied"),
+    [("wrong_scale", "logged_loss_off_by_factor"), ("ranks_differ", "rank_outputs_differ")],
+)
+def test_loss_choices_people_see_settle_their_facts(
+    engine: Engine, value: str, implied: str
+) -> None:
+    d = engine.diagnose([Observation(fact="loss_pattern", value=value, source="answer")])
+    assert implied in {f.fact for f in d.facts}
+    assert d.verdict != "looks-healthy"
+
+
+def test_a_bug_found_without_a_curve_is_no_early_noise(engine: Engine) -> None:
+    def score(value: str, cause: str) -> float:
+        d = engine.diagnose([Observation(fact="loss_pattern", value=value, source="answer")])
+        return next(c.score for c in d.causes if c.id == cause)
+
+    for cause in ("expected-early-noise", "warmup-too-short", "outlier-batch-spike"):
+        assert score("no_loss_symptom", cause) < score("spikes", cause) / 3, cause
+
+
+def test_kb_validate_names_a_skip_if_on_an_unknown_fact(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text(
+        "facts:\n  - id: my_fact\n    type: bool\n    question: Is it?\n    sources: [asked]\n"
+        "    healthy: {'true': 0.5}\n    skip_if:\n      - {fact: no_such_fact, is: true}\n",
+        encoding="utf-8",
+    )
+    proc = run_cli("kb", "validate", "--kb", str(tmp_path))
+    assert proc.returncode == 2
+    assert "skip_if names unknown fact 'no_such_fact'" in proc.stdout + proc.stderr

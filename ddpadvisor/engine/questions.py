@@ -178,7 +178,18 @@ def askable(
         spec = kb.facts.get(cond.fact)
         if obs is None or spec is None or not condition_holds(spec, cond, obs.value):
             return False
-    return True
+    return not skipped(fact, kb, winners)
+
+
+def skipped(fact: Fact, kb: KnowledgeBase, winners: Mapping[str, Observation]) -> bool:
+    """A fact that does not fit this job (``skip_if`` holds on a known fact): never asked, and
+    not counted among what a probe or trace would settle."""
+    for cond in fact.skip_if:
+        obs = winners.get(cond.fact)
+        spec = kb.facts.get(cond.fact)
+        if obs is not None and spec is not None and condition_holds(spec, cond, obs.value):
+            return True
+    return False
 
 
 def user_factor(kb: KnowledgeBase, winners: Mapping[str, Observation], declined: set[str]) -> float:
@@ -255,7 +266,7 @@ def next_steps(
     }
     groups: dict[str, list[str]] = {}
     for fact in kb.facts.values():
-        if fact.id in winners or fact.id in skip:
+        if fact.id in winners or fact.id in skip or skipped(fact, kb, winners):
             continue
         if "probe" in fact.sources and fact.probe:
             groups.setdefault(f"probe:{fact.probe}", []).append(fact.id)

@@ -193,19 +193,22 @@ def missing_translations(kb: KnowledgeBase, lang: str = "zh") -> list[str]:
 def check_interview(kb: KnowledgeBase, fact: Fact, problem: Callable[[str], None]) -> None:
     """The interview fields of a fact: preconditions, links to other facts, labels, mentions."""
     me = f"fact {fact.id!r}"
-    for cond in fact.ask_if:
+    for field, cond in [
+        *(("ask_if", c) for c in fact.ask_if),
+        *(("skip_if", c) for c in fact.skip_if),
+    ]:
         other = kb.facts.get(cond.fact)
         if other is None:
-            problem(f"{me}: ask_if names unknown fact {cond.fact!r}")
+            problem(f"{me}: {field} names unknown fact {cond.fact!r}")
         elif cond.fact == fact.id:
-            problem(f"{me}: ask_if cannot depend on the fact itself")
+            problem(f"{me}: {field} cannot depend on the fact itself")
         elif (cond.ge is not None or cond.lt is not None) and other.type not in ("int", "float"):
-            problem(f"{me}: ask_if uses ge/lt on {cond.fact!r}, which is {other.type}")
+            problem(f"{me}: {field} uses ge/lt on {cond.fact!r}, which is {other.type}")
         elif cond.is_ is not None or cond.in_ is not None:
             wanted = [cond.is_] if cond.is_ is not None else list(cond.in_ or [])
             for w in wanted:
                 if why := value_problem(other, w):
-                    problem(f"{me}: ask_if: {why}")
+                    problem(f"{me}: {field}: {why}")
     for other_id in fact.settled_by:
         if other_id not in kb.facts:
             problem(f"{me}: settled_by names unknown fact {other_id!r}")

@@ -240,6 +240,11 @@ class Fact(_Translatable):
         description="Preconditions: the question is asked only once every condition's fact is "
         "known and holds (nothing presupposes an answer not given).",
     )
+    skip_if: list[Condition] = Field(
+        [],
+        description="The question is not asked once any of these holds on a known fact (no GPU "
+        "or NCCL question for a job on CPUs with gloo).",
+    )
     settled_by: list[str] = Field(
         [], description="Facts whose known value makes this question redundant."
     )
