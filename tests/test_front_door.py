@@ -162,3 +162,26 @@ def test_kb_validate_names_a_skip_if_on_an_unknown_fact(tmp_path: Path) -> None:
     proc = run_cli("kb", "validate", "--kb", str(tmp_path))
     assert proc.returncode == 2
     assert "skip_if names unknown fact 'no_such_fact'" in proc.stdout + proc.stderr
+
+
+def test_where_a_bug_was_found_is_asked_only_of_who_found_one(engine: Engine) -> None:
+    spikes = Observation(fact="loss_pattern", value="spikes", source="answer")
+    found = Observation(fact="loss_pattern", value="no_loss_symptom", source="answer")
+    others = [f for f in engine.kb.facts if f != "found_in"]
+    assert "found_in" not in _asked(engine.diagnose([spikes], declined=others))
+    assert "found_in" in _asked(engine.diagnose([found], declined=others))
+
+
+@pytest.mark.parametrize(
+    ("where", "area"),
+    [("data", "data"), ("gradients", "accumulation"), ("logging", "measurement")],
+)
+def test_where_a_bug_was_found_points_at_its_area(engine: Engine, where: str, area: str) -> None:
+    d = engine.diagnose(
+        [
+            Observation(fact="loss_pattern", value="no_loss_symptom", source="answer"),
+            Observation(fact="found_in", value=where, source="answer"),
+        ]
+    )
+    top = [c for c in d.causes if not c.catch_all][:3]
+    assert all(c.area == area for c in top), [(c.id, c.area) for c in top]
