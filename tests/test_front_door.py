@@ -149,7 +149,9 @@ def test_a_bug_found_without_a_curve_is_no_early_noise(engine: Engine) -> None:
         d = engine.diagnose([Observation(fact="loss_pattern", value=value, source="answer")])
         return next(c.score for c in d.causes if c.id == cause)
 
-    for cause in ("expected-early-noise", "warmup-too-short", "outlier-batch-spike"):
+    # early noise is left out: loss-scale overflow messages while the scale calibrates are a
+    # report without a curve that it does produce
+    for cause in ("warmup-too-short", "outlier-batch-spike", "adam-eps-beta2-unstable"):
         assert score("no_loss_symptom", cause) < score("spikes", cause) / 3, cause
 
 
