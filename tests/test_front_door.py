@@ -187,3 +187,22 @@ def test_where_a_bug_was_found_points_at_its_area(engine: Engine, where: str, ar
     )
     top = [c for c in d.causes if not c.catch_all][:3]
     assert all(c.area == area for c in top), [(c.id, c.area) for c in top]
+
+
+def test_gradients_compared_by_eye_are_an_answer(engine: Engine) -> None:
+    """A person who compared gradients across ranks can say so without running a probe."""
+    found = Observation(fact="loss_pattern", value="no_loss_symptom", source="answer")
+    others = [f for f in engine.kb.facts if f != "grads_match_after_sync"]
+    assert "grads_match_after_sync" in _asked(engine.diagnose([found], declined=others))
+    said = Observation(fact="grads_match_after_sync", value=False, source="answer")
+    d = engine.diagnose([found, said])
+    assert d.causes[0].id in {
+        "no-sync-misaligned",
+        "ddp-wrapper-bypassed",
+        "no-gradient-sync",
+        "params-added-after-ddp-wrap",
+        "extra-backward-through-ddp",
+        "custom-comm-hook-scaling",
+        "faulty-collective",
+        "clip-on-local-grads",
+    }
