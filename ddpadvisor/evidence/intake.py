@@ -54,7 +54,7 @@ MULTI_GPU = re.compile(
     r"\b(?:[2-9]|\d\d+|two|three|four|five|six|seven|eight|multiple|several|many|more)\s*"
     r"(?:x\s*)?(?:gpus|cards|devices|nodes)\b|\b\d+\s*[x×]\s*[a-z]+\d*\b|\bddp\b|multi[- ]?gpu"
     r"|多卡|多机"
-    r"|[两二三四五六七八九十\d]+\s*(?:张|块)\s*(?:卡|GPU|显卡)",
+    r"|(?:[2-9]|\d\d+|[两二三四五六七八九十]+)\s*(?:张|块)?\s*(?:卡|GPU|显卡)",
     re.IGNORECASE,
 )
 SENTENCE_END = re.compile(
@@ -155,6 +155,9 @@ DENIES_THING_EN = re.compile(
 DENIES_THING_ZH = re.compile(
     r"(?:没有|没|未|不|无)\s*(?:用|使用|开|加|做|调用|开启)?\s*(?:了)?\s*$"
 )
+
+
+NUMBER_DENIED = re.compile(r"(?:\b(?:no|not)|没有|不是)\s*$", re.IGNORECASE)
 
 
 def _clause_before(text: str, start: int) -> str:
@@ -327,8 +330,8 @@ def _read(fact: Fact, given: object, text: str, m: re.Match[str]) -> _Candidate 
     if fact.type in ("int", "float"):
         if "over" not in groups and _said_of_single_gpu(text, m.start(), m.end()):
             return None  # the single-GPU run's setting, not the DDP run's
-        if _negated(text, start):
-            return None
+        if NUMBER_DENIED.search(text[max(0, start - 6) : start]):
+            return None  # "not 8 GPUs": a number denied outright
     elif fact.type == "enum" and _negated(text, start):
         return None  # "no spikes", "didn't diverge": no shape is stated
     elif isinstance(value, bool) and _denies_thing(text, start):
