@@ -70,6 +70,10 @@ REFERENCE_RUN = re.compile(
     re.IGNORECASE,
 )
 
+# 和/与/跟 X 相比: the compared run X is wrapped around the phrase
+ZH_COMPARED_BEFORE = re.compile(r"(?:和|与|跟)[^，,。；;]{0,30}$")
+ZH_COMPARED_AFTER = re.compile(r"[^，,。；;]{0,20}?(?:相比|比起来|对比)")
+
 
 def _said_of_single_gpu(text: str, start: int, end: int) -> bool:
     """Whether the phrase at ``start:end`` states the single-GPU (or another reference) run's
@@ -85,6 +89,10 @@ def _said_of_single_gpu(text: str, start: int, end: int) -> bool:
     commas = [m.end() for m in COMMA.finditer(text, lo, start)]
     if REFERENCE_RUN.search(text, commas[-1] if commas else lo, start):
         return True
+    if ZH_COMPARED_BEFORE.search(text, max(lo, start - 30), start) and ZH_COMPARED_AFTER.match(
+        text, end
+    ):
+        return True  # 和不做梯度累积的实验相比: the compared run's setting
     comma = COMMA.search(text, end, hi)
     return bool(SINGLE_GPU.search(text, end, comma.start() if comma else hi))
 
@@ -93,6 +101,11 @@ def _said_of_single_gpu(text: str, start: int, end: int) -> bool:
 # "GPT4"); a consumer card's number ("3090", "4090 Ti") is a model, never a count of GPUs.
 GLUED = re.compile(r"[A-Za-z0-9.]")
 CARD_NUMBER = re.compile(r"(?:[1-5]0[5-9]0|16[56]0)")
+ONE = frozenset({"1", "一", "one", "a single", "single"})
+ONE_CARD = re.compile(
+    r"\s*(?:x\s*)?(?:张|块|个)?\s*(?:[\w-]+\s+)?(?:gpu|card|卡|显卡|[AHVLTPK]\d|RTX|MI\d|\d{4})",
+    re.IGNORECASE,
+)
 BY = re.compile(r"\bby\s+$", re.IGNORECASE)
 GPU_WORD = re.compile(r"gpu|card|device|卡", re.IGNORECASE)
 # "每张卡", "per GPU", "each card": what follows is per card, not a number of cards.
@@ -109,6 +122,8 @@ def _not_a_count(text: str, m: re.Match[str], raw: str) -> bool:
         a <= at < b for a, b in (x.span() for x in SINGLE_GPU.finditer(text, m.start(), m.end()))
     ):
         return True  # "一张卡", "1 GPU": the count names the single-GPU reference itself
+    if raw.lower() in ONE and ONE_CARD.match(text, m.end("value")):
+        return True  # "一张3090", "one A100": a single card is the reference run
     if BY.search(text[max(0, m.start() - 6) : m.start()]):
         return True  # "seen by two ranks": some of the ranks, not how many there are
     if GPU_WORD.search(m.group(0)):
@@ -341,8 +356,9 @@ def _read(fact: Fact, given: object, text: str, m: re.Match[str]) -> _Candidate 
 
 
 def _choose(fact_id: str, cands: list[_Candidate]) -> _Candidate | None:
-    """The reading of one fact: phrases inside a longer one yield to it, then precedence,
-    then the longest phrase, then the earliest."""
+    """The reading of one fact: phrases inside a longer one yield to it; then an unqualified
+    phrase over an occasional one, a plain count over one that opens with 单卡, the more
+    specific value, the longest phrase, the earliest."""
     outer = [
         c
         for c in cands
@@ -356,10 +372,12 @@ def _choose(fact_id: str, cands: list[_Candidate]) -> _Candidate | None:
     ]
     order = PRECEDENCE.get(fact_id, ())
 
-    def rank(c: _Candidate) -> tuple[int, int, int, int]:
+    def rank(c: _Candidate) -> tuple[int, int, int, int, int]:
         value = str(c.found.value)
         spec = len(order) - order.index(value) if value in order else 0
-        return (not c.occasional, spec, len(c.found.phrase), -c.found.start)
+        # "单卡 batch 32" may be per card or the single-GPU run's: a plain phrase wins over it
+        plain = not (isinstance(c.found.value, int | float) and SINGLE_GPU.match(c.found.phrase))
+        return (not c.occasional, plain, spec, len(c.found.phrase), -c.found.start)
 
     return max(outer, key=rank, default=None)
 
