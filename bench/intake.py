@@ -9,7 +9,9 @@ phrases and, beside them, the held-out ones (``split: heldout``, fixed before an
 tuned). ``--verbose`` lists the tuned phrases read wrong; held-out phrases are never listed;
 ``--tuned-only`` leaves the held-out figures out altogether, for use while tuning.
 
-    python bench/intake.py [--phrases FILE] [--limit N] [--verbose] [--tuned-only]
+``--long`` also times reading a long post at two lengths (the growth should be linear).
+
+    python bench/intake.py [--phrases FILE] [--limit N] [--verbose] [--tuned-only] [--long]
 
 It prints figures and exits 0 (a malformed phrase file: one line, exit 2).
 """
@@ -162,11 +164,34 @@ def report(tallies: dict[str, Tally], splits: tuple[str, ...]) -> None:
         )
 
 
+# A post of repeated count phrases and shapes: every repeat is a candidate to weigh, so a
+# reading that rescans the text per candidate grows with the square of its length.
+LONG_UNIT = (
+    "4 GPUs, batch 2 per card, the loss spikes and no nan. 每张卡 batch 2，4 张卡，loss 震荡。"
+)
+
+
+def long_posts(kb: KnowledgeBase) -> None:
+    """CPU time to read a long post at two lengths; linear reading grows about 4x."""
+    extract(kb, LONG_UNIT)
+    times = []
+    for repeats in (300, 1200):
+        text = LONG_UNIT * repeats
+        start = time.process_time()
+        extract(kb, text)
+        times.append(time.process_time() - start)
+        print(f"long post {len(text):7} characters: {times[-1]:.2f} s CPU")
+    print(f"growth for 4x the length: {times[1] / max(times[0], 1e-9):.1f}x (linear: about 4x)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phrases", type=Path, default=ROOT / "bench" / "intake_phrases.yaml")
     parser.add_argument("--limit", type=int, default=0, help="only the first N phrases")
     parser.add_argument("--verbose", action="store_true", help="list tuned phrases read wrong")
+    parser.add_argument(
+        "--long", action="store_true", help="also time reading long posts (linear growth)"
+    )
     parser.add_argument(
         "--tuned-only", action="store_true", help="leave the held-out figures out (while tuning)"
     )
@@ -189,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         print()
     report(tallies, SPLITS[:1] if args.tuned_only else SPLITS)
+    if args.long:
+        print()
+        long_posts(kb)
     return 0
 
 

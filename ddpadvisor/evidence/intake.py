@@ -14,6 +14,7 @@ which keeps only what a piece of a script can show, and each such finding quotes
 from __future__ import annotations
 
 import ast
+import bisect
 import math
 import re
 import textwrap
@@ -75,14 +76,34 @@ ZH_COMPARED_BEFORE = re.compile(r"(?:和|与|跟)[^，,。；;]{0,30}$")
 ZH_COMPARED_AFTER = re.compile(r"[^，,。；;]{0,20}?(?:相比|比起来|对比)")
 
 
-def _said_of_single_gpu(text: str, start: int, end: int) -> bool:
+class _Sentences:
+    """Where the text's sentences end, found once per text (a post with many numbers must not
+    be rescanned from its start for each one); a sentence is read at most ``SPAN`` characters
+    either side of a phrase."""
+
+    SPAN = 300
+
+    def __init__(self, text: str) -> None:
+        found = list(SENTENCE_END.finditer(text))
+        self.starts = [m.start() for m in found]
+        self.ends = [m.end() for m in found]
+        self.size = len(text)
+        self.parsed: dict[tuple[str, str, str], Value | None] = {}  # see ``_parsed``
+
+    def around(self, start: int, end: int) -> tuple[int, int]:
+        i = bisect.bisect_right(self.ends, start) - 1
+        lo = self.ends[i] if i >= 0 else 0
+        j = bisect.bisect_left(self.starts, end)
+        hi = self.starts[j] if j < len(self.starts) else self.size
+        return max(lo, start - self.SPAN), min(hi, end + self.SPAN)
+
+
+def _said_of_single_gpu(text: str, start: int, end: int, sentences: _Sentences) -> bool:
     """Whether the phrase at ``start:end`` states the single-GPU (or another reference) run's
     setting."""
     if MULTI_GPU.search(text, start, end):
         return False  # "on 8 GPUs": the phrase names the multi-GPU run itself
-    opened = [m.end() for m in SENTENCE_END.finditer(text, 0, start)]
-    closed = SENTENCE_END.search(text, end)
-    lo, hi = (opened[-1] if opened else 0), (closed.start() if closed else len(text))
+    lo, hi = sentences.around(start, end)
     markers = [m for m in SINGLE_GPU.finditer(text, lo, start)]
     if markers and not MULTI_GPU.search(text, markers[-1].end(), end):
         return True
@@ -292,11 +313,12 @@ class _Candidate:
 
 def _mentioned(kb: KnowledgeBase, text: str) -> dict[str, Finding]:
     candidates: dict[str, list[_Candidate]] = {}
+    sentences = _Sentences(text)
     for fact in kb.facts.values():
         for mention in fact.mentions:
             for pattern in (*mention.en, *mention.zh):
                 for m in _compiled(pattern).finditer(text):
-                    cand = _read(fact, mention.value, text, m)
+                    cand = _read(fact, mention.value, text, m, sentences)
                     if cand is not None:
                         candidates.setdefault(fact.id, []).append(cand)
     best: dict[str, Finding] = {}
@@ -308,7 +330,9 @@ def _mentioned(kb: KnowledgeBase, text: str) -> dict[str, Finding]:
     return best
 
 
-def _read(fact: Fact, given: object, text: str, m: re.Match[str]) -> _Candidate | None:
+def _read(
+    fact: Fact, given: object, text: str, m: re.Match[str], sentences: _Sentences
+) -> _Candidate | None:
     """One match of a mention as a candidate reading, or None when it reads nothing."""
     raw: object = given
     ratio: float | None = None
@@ -333,17 +357,14 @@ def _read(fact: Fact, given: object, text: str, m: re.Match[str]) -> _Candidate 
     if fact.type == "enum" and ratio is not None:
         value: Value = str(ratio)  # mapped once the reference ratio is known (``_scalings``)
         return _Candidate(Finding(fact.id, value, phrase, start), m.end(), False, ratio)
-    try:
-        parsed = parse_value(fact, raw)
-    except ValueProblem:
-        return None
+    parsed = _parsed(fact, raw, sentences.parsed)
     if parsed is None:
         return None
     value = parsed
     if fact.id in SHAPE_FACTS and _not_the_loss(text, m.start(), m.end()):
         return None
     if fact.type in ("int", "float"):
-        if "over" not in groups and _said_of_single_gpu(text, m.start(), m.end()):
+        if "over" not in groups and _said_of_single_gpu(text, m.start(), m.end(), sentences):
             return None  # the single-GPU run's setting, not the DDP run's
         if NUMBER_DENIED.search(text[max(0, start - 6) : start]):
             return None  # "not 8 GPUs": a number denied outright
@@ -355,21 +376,25 @@ def _read(fact: Fact, given: object, text: str, m: re.Match[str]) -> _Candidate 
     return _Candidate(Finding(fact.id, value, phrase, start), m.end(), occasional, ratio)
 
 
+def _parsed(
+    fact: Fact, raw: object, seen: dict[tuple[str, str, str], Value | None]
+) -> Value | None:
+    """The typed value, or None; parsed once per fact and raw value in a text (a long post
+    repeats them, and reading a label tries each of the fact's mentions)."""
+    key = (fact.id, type(raw).__name__, str(raw))
+    if key not in seen:
+        try:
+            seen[key] = parse_value(fact, raw)
+        except ValueProblem:
+            seen[key] = None
+    return seen[key]
+
+
 def _choose(fact_id: str, cands: list[_Candidate]) -> _Candidate | None:
     """The reading of one fact: phrases inside a longer one yield to it; then an unqualified
     phrase over an occasional one, a plain count over one that opens with 单卡, the more
     specific value, the longest phrase, the earliest."""
-    outer = [
-        c
-        for c in cands
-        if not any(
-            o is not c
-            and o.found.start <= c.found.start
-            and c.end <= o.end
-            and (o.end - o.found.start) > (c.end - c.found.start)
-            for o in cands
-        )
-    ]
+    outer = _outermost(cands)
     order = PRECEDENCE.get(fact_id, ())
 
     def rank(c: _Candidate) -> tuple[int, int, int, int, int]:
@@ -380,6 +405,19 @@ def _choose(fact_id: str, cands: list[_Candidate]) -> _Candidate | None:
         return (not c.occasional, plain, spec, len(c.found.phrase), -c.found.start)
 
     return max(outer, key=rank, default=None)
+
+
+def _outermost(cands: list[_Candidate]) -> list[_Candidate]:
+    """The candidates not inside a longer phrase of another (one sweep, not all pairs)."""
+    out: list[_Candidate] = []
+    reach, reach_span = -1, (-1, -1)  # the furthest end of a phrase starting at or before
+    for c in sorted(cands, key=lambda c: (c.found.start, -c.end)):
+        span = (c.found.start, c.end)
+        if not (reach >= c.end and reach_span != span):
+            out.append(c)
+        if c.end > reach:
+            reach, reach_span = c.end, span
+    return out
 
 
 def _times(raw: object, m: re.Match[str]) -> object:
