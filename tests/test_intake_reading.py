@@ -107,6 +107,9 @@ def test_per_card_and_single_gpu_phrases_are_no_count(
         ("loss 没有发散，也没有 nan", None),
         ("没有出现 nan，但是 loss 降不下去", "plateau"),
         ("The NaN check never fires.", None),
+        ("不是发散，是震荡", "oscillates"),
+        ("一点都不震荡", None),
+        ("The loss is not only noisy but diverges.", "diverges"),
         # near misses: a negation that governs something else
         ("Without gradient clipping the loss spikes.", "spikes"),
         ("I have no idea why the loss spikes.", "spikes"),
@@ -233,6 +236,7 @@ def test_the_more_specific_shape_wins(engine: Engine, text: str, pattern: str) -
         ("loss 卡在 2.5 不下降", "plateau"),
         ("loss 基本不动", "plateau"),
         ("loss 降到 3 左右就不动了", "plateau"),
+        ("loss 没有下降", "plateau"),
         # near misses
         ("The loss goes down nicely.", None),
         ("Throughput stays flat when I add GPUs.", None),

@@ -2,9 +2,18 @@
 
 The patterns are knowledge-base data: each fact's ``mentions`` list regular expressions (``en``
 and ``zh``) for a value, or with a named group ``value`` that carries it (times a group
-``times`` where one is given: "2 nodes x 8 GPUs" is a world size of 16). User rule folders
+``times`` where one is given: "2 nodes x 8 GPUs" is a world size of 16; over a group ``over``:
+"the total batch went from 4 to 32" is a ratio of 8, and a learning rate raised by a factor is
+read against the batch's growth as linear, square-root or no scaling). User rule folders
 extend them like any other fact field, and rule tests with a ``text:`` check them. Every
 finding keeps the phrase it came from, so the user can confirm or correct it.
+
+Around the patterns the reading is general: a number is never a card's name ("V100", "3090")
+nor a per-card or single-GPU phrase's ("每张卡", "一张卡"); a setting of a compared run ("a run
+without accumulation") is not the user's; a negation in the phrase's clause denies a shape ("no
+NaNs or spikes") or turns a thing around ("I don't use torch.compile"); a loss shape said of
+another quantity (the loss scale, the ranks' weights apart) is not the loss's; and where a post
+states several values, the more specific one wins (``PRECEDENCE``).
 
 Code in the text (a fenced block, or a run of lines that parse as Python) is not read by the
 patterns: it goes to the static scanner as an excerpt (:func:`ddpadvisor.scan.scan_excerpt`),
