@@ -86,6 +86,9 @@ def test_model_names_still_read(engine: Engine, text: str, expected: str) -> Non
         ("With 1 GPU everything works, with 4 GPUs it does not.", 4),
         ("Each GPU holds one replica.", None),
         ("Some samples are seen by two ranks.", None),
+        # several counts: the first, not the one with more digits
+        ("It reaches 77.9% on 8 GPUs, 79.1% on 16 GPUs and 78.8% on 32 GPUs.", 8),
+        ("On 2 processes the lr decays and climbs back; on 16 processes it does so twice.", 2),
     ],
 )
 def test_per_card_and_single_gpu_phrases_are_no_count(
@@ -261,6 +264,7 @@ def test_plateau_wording(engine: Engine, text: str, pattern: str | None) -> None
             4,
         ),
         ("No gradient accumulation.", 1),
+        ("Batch 1 with 32 accumulation steps diverges next to batch 32 without accumulation.", 32),
         ("不用梯度累积", 1),
     ],
 )

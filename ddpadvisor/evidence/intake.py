@@ -74,7 +74,8 @@ COMMA = re.compile(r"[,，]")
 # A run the user compares theirs with ("compared with a run without accumulation", "the
 # baseline without ..."): a setting said of it, in the same comma clause, is not theirs.
 REFERENCE_RUN = re.compile(
-    r"\b(?:compared (?:with|to)|in comparison (?:with|to)|relative to|versus|vs\.?"
+    r"\b(?:compared (?:with|to)|in comparison (?:with|to)|relative to|versus|vs\.?|next to"
+    r"|as opposed to|unlike"
     r"|(?:the|a|our|my) (?:reference|baseline)(?: run)?|(?:the|a) run (?:without|with no))\b"
     r"|相比|对比|比起|参照|基线",
     re.IGNORECASE,
@@ -318,6 +319,13 @@ class _Candidate:
     end: int
     occasional: bool
     ratio: float | None = None  # a value read as new/old ("lr 1e-4 -> 4e-4"), before mapping
+    digits: int = 0  # characters of the numbers the phrase carries
+
+    @property
+    def size(self) -> int:
+        """How much the phrase says, a number counting as one character: "16 GPUs" is no
+        more specific than "8 GPUs" for having two digits."""
+        return len(self.found.phrase) - self.digits + min(self.digits, 1)
 
 
 def _mentioned(kb: KnowledgeBase, text: str) -> dict[str, Finding]:
@@ -382,7 +390,9 @@ def _read(
     elif isinstance(value, bool) and _denies_thing(text, start):
         value = not value  # "I don't use torch.compile"
     occasional = bool(OCCASIONAL.search(text[max(0, start - 30) : start]))
-    return _Candidate(Finding(fact.id, value, phrase, start), m.end(), occasional, ratio)
+    digits = sum(len(m.group(g) or "") for g in ("value", "times", "over") if g in groups)
+    found = Finding(fact.id, value, phrase, start)
+    return _Candidate(found, m.end(), occasional, ratio, digits if fact.type != "str" else 0)
 
 
 def _parsed(
@@ -411,7 +421,7 @@ def _choose(fact_id: str, cands: list[_Candidate]) -> _Candidate | None:
         spec = len(order) - order.index(value) if value in order else 0
         # "单卡 batch 32" may be per card or the single-GPU run's: a plain phrase wins over it
         plain = not (isinstance(c.found.value, int | float) and SINGLE_GPU.match(c.found.phrase))
-        return (not c.occasional, plain, spec, len(c.found.phrase), -c.found.start)
+        return (not c.occasional, plain, spec, c.size, -c.found.start)
 
     return max(outer, key=rank, default=None)
 
@@ -475,7 +485,7 @@ def _scalings(
             ),
             None,
         )
-        for c in sorted(cands, key=lambda c: -len(c.found.phrase)):
+        for c in sorted(cands, key=lambda c: (-c.size, c.found.start)):
             if c.ratio is None or grown is None or grown <= 1:
                 continue
             fits = [
