@@ -2,9 +2,18 @@
 
 The patterns are knowledge-base data: each fact's ``mentions`` list regular expressions (``en``
 and ``zh``) for a value, or with a named group ``value`` that carries it (times a group
-``times`` where one is given: "2 nodes x 8 GPUs" is a world size of 16). User rule folders
+``times`` where one is given: "2 nodes x 8 GPUs" is a world size of 16; over a group ``over``:
+"the total batch went from 4 to 32" is a ratio of 8, and a learning rate raised by a factor is
+read against the batch's growth as linear, square-root or no scaling). User rule folders
 extend them like any other fact field, and rule tests with a ``text:`` check them. Every
 finding keeps the phrase it came from, so the user can confirm or correct it.
+
+Around the patterns the reading is general: a number is never a card's name ("V100", "3090")
+nor a per-card or single-GPU phrase's ("每张卡", "一张卡"); a setting of a compared run ("a run
+without accumulation") is not the user's; a negation in the phrase's clause denies a shape ("no
+NaNs or spikes") or turns a thing around ("I don't use torch.compile"); a loss shape said of
+another quantity (the loss scale, the ranks' weights apart) is not the loss's; and where a post
+states several values, the more specific one wins (``PRECEDENCE``).
 
 Code in the text (a fenced block, or a run of lines that parse as Python) is not read by the
 patterns: it goes to the static scanner as an excerpt (:func:`ddpadvisor.scan.scan_excerpt`),
@@ -14,6 +23,8 @@ which keeps only what a piece of a script can show, and each such finding quotes
 from __future__ import annotations
 
 import ast
+import bisect
+import math
 import re
 import textwrap
 from collections.abc import Iterable
@@ -24,6 +35,7 @@ from pathlib import Path
 from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.resemblance import Resemblance, resemble_readings
+from ddpadvisor.kb.schema import Fact
 from ddpadvisor.kb.values import Value, ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation, ObsSource
 
@@ -52,27 +64,219 @@ MULTI_GPU = re.compile(
     r"\b(?:[2-9]|\d\d+|two|three|four|five|six|seven|eight|multiple|several|many|more)\s*"
     r"(?:x\s*)?(?:gpus|cards|devices|nodes)\b|\b\d+\s*[x×]\s*[a-z]+\d*\b|\bddp\b|multi[- ]?gpu"
     r"|多卡|多机"
-    r"|[两二三四五六七八九十\d]+\s*(?:张|块)\s*(?:卡|GPU|显卡)",
+    r"|(?:[2-9]|\d\d+|[两二三四五六七八九十]+)\s*(?:张|块)?\s*(?:卡|GPU|显卡)",
     re.IGNORECASE,
 )
 SENTENCE_END = re.compile(
     r"\.(?!\d)|[;!?。；！？\n]|\b(?:while|whereas|but)\b|，\s*(?:而|但|可是)", re.IGNORECASE
 )
 COMMA = re.compile(r"[,，]")
+# A run the user compares theirs with ("compared with a run without accumulation", "the
+# baseline without ..."): a setting said of it, in the same comma clause, is not theirs.
+REFERENCE_RUN = re.compile(
+    r"\b(?:compared (?:with|to)|in comparison (?:with|to)|relative to|versus|vs\.?|next to"
+    r"|as opposed to|unlike"
+    r"|(?:the|a|our|my) (?:reference|baseline)(?: run)?|(?:the|a) run (?:without|with no))\b"
+    r"|相比|对比|比起|参照|基线",
+    re.IGNORECASE,
+)
+
+# 和/与/跟 X 相比: the compared run X is wrapped around the phrase
+ZH_COMPARED_BEFORE = re.compile(r"(?:和|与|跟)[^，,。；;]{0,30}$")
+ZH_COMPARED_AFTER = re.compile(r"[^，,。；;]{0,20}?(?:相比|比起来|对比)")
 
 
-def _said_of_single_gpu(text: str, start: int, end: int) -> bool:
-    """Whether the phrase at ``start:end`` states the single-GPU run's setting."""
+class _Sentences:
+    """Where the text's sentences end, found once per text (a post with many numbers must not
+    be rescanned from its start for each one); a sentence is read at most ``SPAN`` characters
+    either side of a phrase."""
+
+    SPAN = 300
+
+    def __init__(self, text: str) -> None:
+        found = list(SENTENCE_END.finditer(text))
+        self.starts = [m.start() for m in found]
+        self.ends = [m.end() for m in found]
+        self.size = len(text)
+        self.parsed: dict[tuple[str, str, str], Value | None] = {}  # see ``_parsed``
+
+    def around(self, start: int, end: int) -> tuple[int, int]:
+        i = bisect.bisect_right(self.ends, start) - 1
+        lo = self.ends[i] if i >= 0 else 0
+        j = bisect.bisect_left(self.starts, end)
+        hi = self.starts[j] if j < len(self.starts) else self.size
+        return max(lo, start - self.SPAN), min(hi, end + self.SPAN)
+
+
+def _said_of_single_gpu(text: str, start: int, end: int, sentences: _Sentences) -> bool:
+    """Whether the phrase at ``start:end`` states the single-GPU (or another reference) run's
+    setting."""
     if MULTI_GPU.search(text, start, end):
         return False  # "on 8 GPUs": the phrase names the multi-GPU run itself
-    opened = [m.end() for m in SENTENCE_END.finditer(text, 0, start)]
-    closed = SENTENCE_END.search(text, end)
-    lo, hi = (opened[-1] if opened else 0), (closed.start() if closed else len(text))
+    lo, hi = sentences.around(start, end)
     markers = [m for m in SINGLE_GPU.finditer(text, lo, start)]
     if markers and not MULTI_GPU.search(text, markers[-1].end(), end):
         return True
+    commas = [m.end() for m in COMMA.finditer(text, lo, start)]
+    if REFERENCE_RUN.search(text, commas[-1] if commas else lo, start):
+        return True
+    if ZH_COMPARED_BEFORE.search(text, max(lo, start - 30), start) and ZH_COMPARED_AFTER.match(
+        text, end
+    ):
+        return True  # 和不做梯度累积的实验相比: the compared run's setting
     comma = COMMA.search(text, end, hi)
     return bool(SINGLE_GPU.search(text, end, comma.start() if comma else hi))
+
+
+# A number glued to letters before it is part of a name, never a count ("V100", "M40",
+# "GPT4"); a consumer card's number ("3090", "4090 Ti") is a model, never a count of GPUs.
+GLUED = re.compile(r"[A-Za-z0-9.]")
+CARD_NUMBER = re.compile(r"(?:[1-5]0[5-9]0|16[56]0)")
+ONE = frozenset({"1", "一", "one", "a single", "single"})
+ONE_CARD = re.compile(
+    r"\s*(?:x\s*)?(?:张|块|个)?\s*(?:[\w-]+\s+)?(?:gpu|card|卡|显卡|[AHVLTPK]\d|RTX|MI\d|\d{4})",
+    re.IGNORECASE,
+)
+BY = re.compile(r"\bby\s+$", re.IGNORECASE)
+GPU_WORD = re.compile(r"gpu|card|device|卡", re.IGNORECASE)
+# "每张卡", "per GPU", "each card": what follows is per card, not a number of cards.
+PER_CARD = re.compile(r"(?:每|\b(?:per|each|every)\s+)$", re.IGNORECASE)
+
+
+def _not_a_count(text: str, m: re.Match[str], raw: str) -> bool:
+    """Whether a number a count pattern captured is a model name's, a per-card phrase's, the
+    single-GPU reference's ("一张卡") or otherwise not a count of the DDP run."""
+    at = m.start("value")
+    if at > 0 and GLUED.match(text[at - 1]) and raw[:1].isdigit():
+        return True
+    if any(
+        a <= at < b for a, b in (x.span() for x in SINGLE_GPU.finditer(text, m.start(), m.end()))
+    ):
+        return True  # "一张卡", "1 GPU": the count names the single-GPU reference itself
+    if raw.lower() in ONE and ONE_CARD.match(text, m.end("value")):
+        return True  # "一张3090", "one A100": a single card is the reference run
+    if BY.search(text[max(0, m.start() - 6) : m.start()]):
+        return True  # "seen by two ranks": some of the ranks, not how many there are
+    if GPU_WORD.search(m.group(0)):
+        if CARD_NUMBER.fullmatch(raw):
+            return True
+        if PER_CARD.search(text[max(0, m.start() - 8) : m.start()]):
+            return True
+    return False
+
+
+# Negation before a phrase, in its own clause and a few words back: "no NaNs or spikes",
+# "didn't diverge", "没有 nan", "不用 torch.compile". A clause ends at punctuation, a contrast or
+# a subordinate clause ("I don't know why the loss spikes" still says that it spikes).
+CLAUSE_END = re.compile(
+    r"[.,;:!?()，。；：！？（）\n]|\b(?:but|however|though|although|while|whereas|then|yet|"
+    r"why|whether|if|that|which|when|because|since|so|until|after|before|once|and)\b"
+    r"|但|但是|可是|不过|而|然后|后来|之后|因为|所以|为什么|是不是|是否",
+    re.IGNORECASE,
+)
+# phrases that hold a negation word but deny nothing that follows
+NOT_A_DENIAL = re.compile(
+    r"\b(?:no (?:idea|matter|clue|longer)|not (?:sure|only|just|yet)|don['’]t (?:know|understand)"
+    r"|(?:do|does|did)n['’]t (?:matter|help))\b",
+    re.IGNORECASE,
+)
+# A cue ("no", "not", "n't", "without", "没有") a few words before the phrase, with no subject
+# of a clause of its own between them ("without clipping the loss spikes" says it spikes).
+NEGATION_EN = re.compile(
+    r"(?:\b(?:no|not|never|without|nor|neither|none|cannot)|n['’]t)\b(?P<gap>(?:\W+\w+){0,3}?)\W*$",
+    re.IGNORECASE,
+)
+NEGATION_ZH = re.compile(
+    r"(?:没有|没|未|无|并不|从不|从没|不是|不会|不再|不用|不开|不做|不)\s*"
+    r"(?:出现|发生|用|使用|开|加|做|见|有|太)?\s*(?:过|了)?\s*$"
+)
+# A bool fact is turned around only when the cue denies the thing itself: "no X", "without X",
+# "don't use X", "not using X", "没有用 X" ("cannot decrease the loss scale" does not deny a
+# loss scale).
+DENIES_THING_EN = re.compile(
+    r"(?:\b(?:no|not|never|without)|n['’]t)\s+(?:(?:use|using|used|enable|enabled|apply|applied"
+    r"|call|called|have|had|do|did|turn on|turned on|add|added)\s+)?(?:any\s+|a\s+|an\s+|the\s+)?$",
+    re.IGNORECASE,
+)
+DENIES_THING_ZH = re.compile(
+    r"(?:没有|没|未|不|无)\s*(?:用|使用|开|加|做|调用|开启)?\s*(?:了)?\s*$"
+)
+
+
+NUMBER_DENIED = re.compile(r"(?:\b(?:no|not)|没有|不是)\s*$", re.IGNORECASE)
+
+
+def _clause_before(text: str, start: int) -> str:
+    lo = max(0, start - 60)
+    ends = [m.end() for m in CLAUSE_END.finditer(text, lo, start)]
+    return NOT_A_DENIAL.sub(" ", text[ends[-1] if ends else lo : start])
+
+
+def _negated(text: str, start: int) -> bool:
+    """Whether a negation governs the phrase starting at ``start`` (its clause, a few words
+    back, no subject of its own between)."""
+    clause = _clause_before(text, start)
+    m = NEGATION_EN.search(clause)
+    if m and not any(s.group("loss") for s in SUBJECT.finditer(m.group("gap"))):
+        return True
+    return bool(NEGATION_ZH.search(clause[-8:]))
+
+
+def _denies_thing(text: str, start: int) -> bool:
+    clause = _clause_before(text, start)
+    return bool(DENIES_THING_EN.search(clause) or DENIES_THING_ZH.search(clause[-8:]))
+
+
+# What a loss shape ("spikes", "does not go down", "diverges") is said of: the nearest noun
+# before it in its clause. Said of the loss scale, the learning rate, the speed, or of the
+# ranks' weights and gradients (apart from each other), it is not the loss curve's shape.
+SHAPE_FACTS = frozenset({"loss_pattern"})
+SUBJECT = re.compile(
+    r"(?P<other>loss[ _-]?scal\w*|scaler|learning[ _-]rate|\blr\b|throughput|speed|memory"
+    r"|utili[sz]ation|grad(?:ient)?s?(?: norm)?|weights|param\w*|replicas?|checkpoints?"
+    r"|checksums?|学习率|梯度|权重|参数|显存|速度)"
+    r"|(?P<loss>\bloss\b|losses|curve|training|\bit\b|accuracy|\bacc\b|metric|\bap\b|\bmap\b"
+    r"|损失|精度|曲线|训练)",
+    re.IGNORECASE,
+)
+APART = re.compile(
+    r"^[^.;,，。；]{0,30}?\b(?:across|between|among)\s+(?:the\s+)?(?:ranks|gpus|processes|"
+    r"replicas|devices|cards|nodes)|^\s*(?:from each other|apart)\b",
+    re.IGNORECASE,
+)
+
+
+def _not_the_loss(text: str, start: int, end: int) -> bool:
+    """Whether a loss-shape phrase is said of something other than the loss curve."""
+    if APART.search(text[end : end + 40]):
+        return True  # "diverge across ranks": the ranks differ, the loss need not do anything
+    lo = max(0, start - 50)
+    ends = [m.end() for m in CLAUSE_END.finditer(text, lo, start) if m.group(0) != "and"]
+    subjects = list(SUBJECT.finditer(text, ends[-1] if ends else lo, start))
+    return bool(subjects) and subjects[-1].group("other") is not None
+
+
+# When one text states several values of a fact that a person picks one of, the more specific
+# reading wins: a NaN over a divergence over spikes over oscillation over "stops falling" (an
+# oscillating loss also "does not go down"); a shape qualified as occasional ("sometimes
+# spikes") yields to one that is not.
+PRECEDENCE = {
+    "loss_pattern": (
+        "nan",
+        "resume_jump",
+        "diverges",
+        "spikes",
+        "oscillates",
+        "plateau",
+        "worse_than_reference",
+        "metric_only",
+    )
+}
+OCCASIONAL = re.compile(
+    r"(?:\b(?:sometimes|occasionally|at times|now and then|once in a while|rarely)\s+"
+    r"(?:\w+\s+)?|偶尔|有时(?:候)?|偶然)\s*$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -94,10 +298,11 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 def extract(kb: KnowledgeBase, text: str) -> list[Finding]:
     """The facts ``text`` states, at most one per fact, in the order they appear.
 
-    Where several mentions of one fact match, the longest phrase wins ("without a
-    DistributedSampler" over "DistributedSampler"); on a tie the earlier one. A fact the
-    text's code shows is taken from the code, whatever the prose says of it (the code is what
-    ran; the user still confirms it).
+    Where several mentions of one fact match, a phrase inside a longer one of the same fact
+    yields to it ("without a DistributedSampler" over "DistributedSampler"); of the rest the
+    more specific value wins where the fact ranks its values (``PRECEDENCE``), else the longest
+    phrase, on a tie the earlier one. A fact the text's code shows is taken from the code,
+    whatever the prose says of it (the code is what ran; the user still confirms it).
     """
     text = text[:MAX_TEXT]
     blocks = code_blocks(text)
@@ -108,38 +313,130 @@ def extract(kb: KnowledgeBase, text: str) -> list[Finding]:
     return sorted(best.values(), key=lambda f: (f.start, f.fact))
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    found: Finding
+    end: int
+    occasional: bool
+    ratio: float | None = None  # a value read as new/old ("lr 1e-4 -> 4e-4"), before mapping
+    digits: int = 0  # characters of the numbers the phrase carries
+
+    @property
+    def size(self) -> int:
+        """How much the phrase says, a number counting as one character: "16 GPUs" is no
+        more specific than "8 GPUs" for having two digits."""
+        return len(self.found.phrase) - self.digits + min(self.digits, 1)
+
+
 def _mentioned(kb: KnowledgeBase, text: str) -> dict[str, Finding]:
-    best: dict[str, Finding] = {}
+    candidates: dict[str, list[_Candidate]] = {}
+    sentences = _Sentences(text)
     for fact in kb.facts.values():
         for mention in fact.mentions:
             for pattern in (*mention.en, *mention.zh):
                 for m in _compiled(pattern).finditer(text):
-                    raw: object = mention.value
-                    if "value" in m.re.groupindex and m.group("value") is not None:
-                        raw = m.group("value").strip()
-                        if fact.type in ("int", "float"):
-                            raw = NUMBER_WORDS.get(str(raw).lower(), raw)
-                            raw = _times(raw, m)
-                    if raw is None:
-                        continue
-                    try:
-                        value = parse_value(fact, raw)
-                    except ValueProblem:
-                        continue
-                    if value is None:
-                        continue
-                    if fact.type in ("int", "float") and _said_of_single_gpu(
-                        text, m.start(), m.end()
-                    ):
-                        continue  # the single-GPU run's setting, not the DDP run's
-                    found = Finding(fact.id, value, m.group(0).strip(), m.start())
-                    cur = best.get(fact.id)
-                    if cur is None or (len(found.phrase), -found.start) > (
-                        len(cur.phrase),
-                        -cur.start,
-                    ):
-                        best[fact.id] = found
+                    cand = _read(fact, mention.value, text, m, sentences)
+                    if cand is not None:
+                        candidates.setdefault(fact.id, []).append(cand)
+    best: dict[str, Finding] = {}
+    for fact_id, cands in candidates.items():
+        chosen = _choose(fact_id, [c for c in cands if c.ratio is None])
+        if chosen is not None:
+            best[fact_id] = chosen.found
+    _scalings(kb, candidates, best)
     return best
+
+
+def _read(
+    fact: Fact, given: object, text: str, m: re.Match[str], sentences: _Sentences
+) -> _Candidate | None:
+    """One match of a mention as a candidate reading, or None when it reads nothing."""
+    raw: object = given
+    ratio: float | None = None
+    groups = m.re.groupindex
+    if "value" in groups and m.group("value") is not None:
+        raw = m.group("value").strip()
+        if fact.type in ("int", "float") or "over" in groups:
+            if _not_a_count(text, m, str(raw)):
+                return None
+            raw = NUMBER_WORDS.get(str(raw).lower(), raw)
+            raw = _times(raw, m)
+            if "over" in groups and m.group("over") is not None:
+                ratio = _over(raw, m.group("over"))
+                if ratio is None:
+                    return None
+                if fact.type != "enum":
+                    raw, ratio = ratio, None  # the ratio is the value itself
+    if raw is None:
+        return None
+    phrase = m.group(0).strip()
+    start = m.start() + (len(m.group(0)) - len(m.group(0).lstrip()))
+    if fact.type == "enum" and ratio is not None:
+        value: Value = str(ratio)  # mapped once the reference ratio is known (``_scalings``)
+        return _Candidate(Finding(fact.id, value, phrase, start), m.end(), False, ratio)
+    parsed = _parsed(fact, raw, sentences.parsed)
+    if parsed is None:
+        return None
+    value = parsed
+    if fact.id in SHAPE_FACTS and _not_the_loss(text, m.start(), m.end()):
+        return None
+    if fact.type in ("int", "float"):
+        if "over" not in groups and _said_of_single_gpu(text, m.start(), m.end(), sentences):
+            return None  # the single-GPU run's setting, not the DDP run's
+        if NUMBER_DENIED.search(text[max(0, start - 6) : start]):
+            return None  # "not 8 GPUs": a number denied outright
+    elif fact.type == "enum" and _negated(text, start):
+        return None  # "no spikes", "didn't diverge": no shape is stated
+    elif isinstance(value, bool) and _denies_thing(text, start):
+        value = not value  # "I don't use torch.compile"
+    occasional = bool(OCCASIONAL.search(text[max(0, start - 30) : start]))
+    digits = sum(len(m.group(g) or "") for g in ("value", "times", "over") if g in groups)
+    found = Finding(fact.id, value, phrase, start)
+    return _Candidate(found, m.end(), occasional, ratio, digits if fact.type != "str" else 0)
+
+
+def _parsed(
+    fact: Fact, raw: object, seen: dict[tuple[str, str, str], Value | None]
+) -> Value | None:
+    """The typed value, or None; parsed once per fact and raw value in a text (a long post
+    repeats them, and reading a label tries each of the fact's mentions)."""
+    key = (fact.id, type(raw).__name__, str(raw))
+    if key not in seen:
+        try:
+            seen[key] = parse_value(fact, raw)
+        except ValueProblem:
+            seen[key] = None
+    return seen[key]
+
+
+def _choose(fact_id: str, cands: list[_Candidate]) -> _Candidate | None:
+    """The reading of one fact: phrases inside a longer one yield to it; then an unqualified
+    phrase over an occasional one, a plain count over one that opens with 单卡, the more
+    specific value, the longest phrase, the earliest."""
+    outer = _outermost(cands)
+    order = PRECEDENCE.get(fact_id, ())
+
+    def rank(c: _Candidate) -> tuple[int, int, int, int, int]:
+        value = str(c.found.value)
+        spec = len(order) - order.index(value) if value in order else 0
+        # "单卡 batch 32" may be per card or the single-GPU run's: a plain phrase wins over it
+        plain = not (isinstance(c.found.value, int | float) and SINGLE_GPU.match(c.found.phrase))
+        return (not c.occasional, plain, spec, c.size, -c.found.start)
+
+    return max(outer, key=rank, default=None)
+
+
+def _outermost(cands: list[_Candidate]) -> list[_Candidate]:
+    """The candidates not inside a longer phrase of another (one sweep, not all pairs)."""
+    out: list[_Candidate] = []
+    reach, reach_span = -1, (-1, -1)  # the furthest end of a phrase starting at or before
+    for c in sorted(cands, key=lambda c: (c.found.start, -c.end)):
+        span = (c.found.start, c.end)
+        if not (reach >= c.end and reach_span != span):
+            out.append(c)
+        if c.end > reach:
+            reach, reach_span = c.end, span
+    return out
 
 
 def _times(raw: object, m: re.Match[str]) -> object:
@@ -153,6 +450,52 @@ def _times(raw: object, m: re.Match[str]) -> object:
         return int(str(raw)) * int(str(factor))
     except ValueError:
         return raw
+
+
+def _over(raw: object, over: str) -> float | None:
+    """The value over the pattern's ``over`` group ("the total batch went from 4 to 32": 8)."""
+    try:
+        den = float(NUMBER_WORDS.get(over.strip().lower(), over.strip()))
+        ratio = float(str(raw)) / den
+    except (ValueError, ZeroDivisionError):
+        return None
+    return ratio if ratio > 0 and math.isfinite(ratio) else None
+
+
+# A learning rate raised by a factor ("lr 2e-4 -> 4e-4"), read against how much the global
+# batch grew: by that factor it was scaled linearly, by its square root as the square root;
+# unchanged, not scaled. The growth is the global-batch ratio the text states, else the number
+# of GPUs it states (the per-GPU batch kept, as is usual). Any other factor fits no value.
+SCALINGS = {"none": lambda r: 1.0, "linear": lambda r: r, "sqrt": math.sqrt}
+SCALING_TOLERANCE = 0.15
+
+
+def _scalings(
+    kb: KnowledgeBase, candidates: dict[str, list[_Candidate]], best: dict[str, Finding]
+) -> None:
+    for fact_id, cands in candidates.items():
+        fact = kb.facts[fact_id]
+        if fact_id in best or not set(SCALINGS) <= set(fact.values or ()):
+            continue
+        grown = next(
+            (
+                float(best[f].value)  # type: ignore[arg-type]
+                for f in ("global_batch_ratio", "world_size")
+                if f in best and isinstance(best[f].value, int | float)
+            ),
+            None,
+        )
+        for c in sorted(cands, key=lambda c: (-c.size, c.found.start)):
+            if c.ratio is None or grown is None or grown <= 1:
+                continue
+            fits = [
+                v
+                for v, f in SCALINGS.items()
+                if abs(c.ratio - f(grown)) <= SCALING_TOLERANCE * f(grown)
+            ]
+            if len(fits) == 1:
+                best[fact_id] = Finding(fact_id, fits[0], c.found.phrase, c.found.start)
+                break
 
 
 # ---------------------------------------------------------------------------- code in the text
