@@ -18,10 +18,21 @@ from ddpadvisor.kb.values import parse_value
 if TYPE_CHECKING:
     from ddpadvisor.kb.model import KnowledgeBase
 
-ObsSource = Literal["answer", "set", "script", "probe", "trace"]
+ObsSource = Literal["answer", "set", "script", "log", "probe", "trace"]
 
-# Measured beats scanned beats asked (SPEC: "the measured one wins").
-PRECEDENCE: dict[str, int] = {"answer": 0, "set": 1, "script": 2, "probe": 3, "trace": 3}
+# Measured beats scanned beats asked (SPEC: "the measured one wins"). A file the run itself
+# wrote (its log, config, environment dump: ``--attach``) is its own record, so above what was
+# answered or scanned, and below what ddpadvisor measured itself. Each evidence source declares
+# its rank in the registry (ddpadvisor/evidence/sources); the engine reads this copy, which a
+# test holds equal to the registry's.
+PRECEDENCE: dict[str, int] = {
+    "answer": 0,
+    "set": 1,
+    "script": 2,
+    "log": 3,
+    "probe": 4,
+    "trace": 4,
+}
 
 
 class Observation(BaseModel):
