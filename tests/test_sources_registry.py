@@ -15,8 +15,10 @@ from ddpadvisor.observation import PRECEDENCE
 def test_engine_precedence_is_the_registry_s() -> None:
     declared = precedence()
     assert {k: PRECEDENCE[k] for k in declared} == declared
-    # measured > scanned > --set > answers
-    assert declared["trace"] == declared["probe"] > declared["script"] > declared["set"]
+    # measured > the run's own files > scanned > --set > answers
+    assert declared["trace"] == declared["probe"] > declared["log"] > declared["script"]
+    assert declared["script"] > declared["set"]
+    assert set(declared) == set(PRECEDENCE)  # every observation source has a source module
     assert declared["set"] > declared["answer"]
 
 

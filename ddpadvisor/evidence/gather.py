@@ -24,6 +24,8 @@ class Sources:
     traces: list[Path] = field(default_factory=list)
     probe_results: list[Path] = field(default_factory=list)
     describe: list[Path] = field(default_factory=list)  # free-text descriptions (intake)
+    attach: list[str] = field(default_factory=list)  # [KIND:]FILE: logs, configs, dumps
+    reference_logs: list[str] = field(default_factory=list)  # a good run's log, compared
 
 
 def gather(kb: KnowledgeBase, sources: Sources) -> Gathered:

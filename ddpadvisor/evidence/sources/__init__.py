@@ -12,7 +12,16 @@ description first, then an answers file, then ``--set``.
 
 from __future__ import annotations
 
-from ddpadvisor.evidence.sources import answers, describe, probe, script, sets, trace
+from ddpadvisor.evidence.sources import (
+    answers,
+    attach,
+    describe,
+    probe,
+    reference,
+    script,
+    sets,
+    trace,
+)
 from ddpadvisor.evidence.sources.base import Flag, RankRow, Series, Source
 
 ORDER: tuple[Source, ...] = (
@@ -20,6 +29,8 @@ ORDER: tuple[Source, ...] = (
     answers.SOURCE,
     sets.SOURCE,
     script.SOURCE,
+    attach.SOURCE,
+    reference.SOURCE,
     probe.SOURCE,
     trace.SOURCE,
 )
