@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ddpadvisor.evidence.files import text as text_mod
 from ddpadvisor.evidence.gather import Sources, gather
@@ -330,3 +332,69 @@ def test_no_confident_false_positive_on_correct_runs(engine: Any) -> None:
         d = engine.diagnose(got.observations, warnings=got.warnings)
         lead = d.causes[0]
         assert lead.id == "other" or lead.score < 0.30, (files, lead.id, lead.score)
+
+
+# -- robustness: any text, any bytes -------------------------------------------------------------
+
+
+_PIECES = st.sampled_from(
+    [
+        "{'loss': 2.5, 'grad_norm': nan, 'learning_rate': 1e-4, 'epoch': 0.1}\n",
+        "iter 10: loss 3.2, time 10ms\n",
+        "step 5 loss inf lr 3e-4\n",
+        "Epoch [1][5/0] loss: 1.0\n",
+        "[rank3]: step 7 loss=1e308\n",
+        "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1\n",
+        "torchrun --nnodes 1:4 --nproc_per_node x train.py --fp16\n",
+        '{"log_history": [{"step": 1, "loss": "NaN"}',
+        "step,loss\n1,\n,2\n",
+        "GPU 0: NVIDIA\n",
+        "NCCL_ALGO=\n",
+        "第 3 步 损失: -0\n",
+        "\x00",
+        "\ufffd\ufffd",
+        "GPU 0: Tesla \x1b[31mV100\x1b[0m (UUID: x)\n",
+        "NCCL_ALGO=\x1b]0;owned\x07\n",
+    ]
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.one_of(_PIECES, st.text(max_size=40)), max_size=30),
+    st.sampled_from([None, "log", "csv", "jsonl", "trainer-state", "deepspeed", "launch", "env"]),
+)
+def test_any_text_is_read_without_a_traceback(
+    engine: Any, tmp_path: Path, parts: list[str], kind: str | None
+) -> None:
+    path = tmp_path / "pasted.txt"
+    path.write_text("".join(parts), encoding="utf-8", errors="surrogatepass")
+    arg = f"{kind}:{path}" if kind else str(path)
+    got = gather(engine.kb, Sources(attach=[arg], reference_logs=[arg]))
+    assert all("\n" not in w and "\x1b" not in w for w in got.warnings)
+    for o in got.observations:
+        assert o.source == "log"
+        assert "\x1b" not in f"{o.value}{o.where}{o.detail}"
+
+
+@pytest.mark.slow
+def test_lightning_writes_what_the_fixture_holds(engine: Any, tmp_path: Path) -> None:
+    """The committed Lightning artifacts are what the real library writes: rerun one job
+    (about 10 s on the CPU) and read the same facts from it."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+        "import make_lightning as m; "
+        "m.run(Path(sys.argv[2]), 'spikes', 0.05, spiky=True, accelerator='cpu', devices=1)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(HERE / "attach_fixtures"), str(tmp_path)],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
+    fresh = facts(engine, tmp_path / "spikes" / "version_0" / "metrics.csv")
+    kept = facts(engine, MADE / "lightning_spikes.metrics.csv")
+    assert {k: v.value for k, v in fresh.items()} == {k: v.value for k, v in kept.items()}
+    assert fresh["loss_pattern"].value == "spikes"

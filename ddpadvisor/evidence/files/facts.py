@@ -302,17 +302,25 @@ def compare(
     return out
 
 
+def clean(text: str, limit: int = 400) -> str:
+    """Text taken from a file, safe to print: control characters (escape sequences, carriage
+    returns) become '?', and it is cut at ``limit`` characters."""
+    out = "".join(ch if ch.isprintable() or ch == " " else "?" for ch in text[:limit])
+    return out + ("..." if len(text) > limit else "")
+
+
 def to_gathered(kb: KnowledgeBase, reads: list[Read]) -> Gathered:
     from ddpadvisor.kb.values import ValueProblem
     from ddpadvisor.observation import Gathered, UnknownFact, observe
 
     out = Gathered()
     for read in reads:
-        out.warnings.extend(read.warnings)
-        out.warnings.extend(read.notes)
+        out.warnings.extend(clean(w) for w in read.warnings)
+        out.warnings.extend(clean(w) for w in read.notes)
         for f in read.findings:
+            value = clean(f.value, 80) if isinstance(f.value, str) else f.value
             try:
-                obs = observe(kb, f.fact, f.value, "log", f.where, f.detail)
+                obs = observe(kb, f.fact, value, "log", clean(f.where), clean(f.detail))
             except UnknownFact:
                 continue  # a fact this KB does not define
             except ValueProblem as exc:

@@ -111,7 +111,10 @@ def csv_header(text: str) -> list[str] | None:
     first = text.lstrip("\ufeff").split("\n", 1)[0]
     if first.count(",") < 1:
         return None
-    names = next(csv.reader([first]))
+    try:
+        names = next(csv.reader([first.rstrip("\r")]))
+    except (csv.Error, StopIteration):
+        return None
     steps = ("step", "_step", "epoch", "global_step", "iteration")
     if any(n.lower() in steps for n in names) and any("loss" in n.lower() for n in names):
         return names
@@ -120,8 +123,11 @@ def csv_header(text: str) -> list[str] | None:
 
 def metrics_csv(doc: Text) -> Curve:
     curve = Curve(doc.name)
-    reader = csv.DictReader(io.StringIO(doc.text.lstrip("\ufeff")))
-    names = list(reader.fieldnames or [])
+    reader = csv.DictReader(io.StringIO(doc.text.lstrip("\ufeff"), newline=""))
+    try:
+        names = list(reader.fieldnames or [])
+    except csv.Error:
+        return curve
     step_col = _column(names, *_STEP_COLUMNS)
     loss_col = _column(
         names,
@@ -139,22 +145,29 @@ def metrics_csv(doc: Text) -> Curve:
         )
     gn_col = _column(names, "grad_norm", "train/grad_norm", contains="grad_norm")
     epoch_col = _column(names, "epoch", "train/epoch")
-    for k, row in enumerate(reader):
-        line = k + 2
-        step = _float(row.get(step_col)) if step_col else float(k)
-        if step is None:
-            continue
-        for col, series in ((loss_col, curve.loss), (lr_col, curve.lr), (gn_col, curve.grad_norm)):
-            if col is not None:
-                value = _float(row.get(col))
-                if value is not None:
-                    series.append(Point(step, value, line))
-        if epoch_col and loss_col and _float(row.get(loss_col)) is not None:
-            epoch = _float(row.get(epoch_col))
-            if epoch is not None:
-                curve.epoch.append(Point(step, epoch, line))
-        if len(curve.loss) > MAX_POINTS:
-            break
+    try:
+        for k, row in enumerate(reader):
+            line = k + 2
+            step = _float(row.get(step_col)) if step_col else float(k)
+            if step is None:
+                continue
+            for col, series in (
+                (loss_col, curve.loss),
+                (lr_col, curve.lr),
+                (gn_col, curve.grad_norm),
+            ):
+                if col is not None:
+                    value = _float(row.get(col))
+                    if value is not None:
+                        series.append(Point(step, value, line))
+            if epoch_col and loss_col and _float(row.get(loss_col)) is not None:
+                epoch = _float(row.get(epoch_col))
+                if epoch is not None:
+                    curve.epoch.append(Point(step, epoch, line))
+            if len(curve.loss) > MAX_POINTS:
+                break
+    except csv.Error:  # a damaged row: the rows before it are kept
+        pass
     _epoch_steps(curve)
     return curve
 
