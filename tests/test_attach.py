@@ -398,3 +398,19 @@ def test_lightning_writes_what_the_fixture_holds(engine: Any, tmp_path: Path) ->
     kept = facts(engine, MADE / "lightning_spikes.metrics.csv")
     assert {k: v.value for k, v in fresh.items()} == {k: v.value for k, v in kept.items()}
     assert fresh["loss_pattern"].value == "spikes"
+
+
+def test_a_spike_on_one_rank_alone(engine: Any, tmp_path: Path) -> None:
+    got = facts(engine, EXCERPTS / "per_rank_spike.log")
+    assert got["loss_spike_single_rank"].value is True
+    assert got["loss_spike_single_rank"].where == "per_rank_spike.log:280"
+    # the all-reduced loss printed on both ranks: the spike shows on both, not one alone
+    both = tmp_path / "reduced.log"
+    rows = []
+    for step in range(1, 101):
+        loss = 9.0 if step == 60 else 2.0 - step / 200
+        rows += [f"[rank{r}]: step {step} loss {loss:.4f}" for r in (0, 1)]
+    both.write_text("\n".join(rows) + "\n")
+    shared = facts(engine, both)
+    assert shared["loss_spike_single_rank"].value is False
+    assert shared["loss_pattern"].value == "spikes"

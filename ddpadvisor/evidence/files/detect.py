@@ -98,9 +98,12 @@ def _detect(doc: Text) -> Read:
         records = logs.jsonl_records(doc.text)
         if records is not None:
             return _curves("jsonl", [logs.metrics_jsonl(doc, records)], doc)
-        if "'loss':" in doc.text[:200_000]:  # printed Trainer dicts are not JSON
-            return _text(doc)
-        return _salvage(doc, problem)
+        if '"log_history"' in doc.text:
+            return _salvage(doc, problem)
+        got = _text(doc)  # printed Trainer dicts and "[rank0]: ..." lines are not JSON
+        if got.kind == "unknown":
+            got.warnings = [f"{problem.one_line()}; nothing read"]
+        return got
     if logs.csv_header(doc.text) is not None:
         return _curves("csv", [logs.metrics_csv(doc)], doc)
     if re.match(r"^(?:#[^\n]*\n|\s*\n)*[A-Za-z_][\w-]*:\s", doc.text):

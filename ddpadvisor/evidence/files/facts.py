@@ -65,6 +65,52 @@ def curve_findings(curve: cv.Curve, read: Read) -> None:
         read.add("warmup_steps", int(warm.steps), warm.where, warm.detail)
 
 
+def rank_findings(read: Read) -> None:
+    """Per-rank logs (``[rankR]:`` prefixes): whether a spike stands on one rank alone. A log
+    that prints the all-reduced loss on every rank shows every spike on every rank, so only a
+    spike one rank shows and the others do not is read as such."""
+    ranked = [c for c in read.curves if c.rank is not None and len(c.loss) >= cv.MIN_POINTS]
+    if len(ranked) < 2:
+        return
+    by_rank = {c.rank: {p.step: p.value for p in c.loss if math.isfinite(p.value)} for c in ranked}
+    alone: list[tuple[cv.Curve, cv.Point]] = []
+    shared = 0
+    for c in ranked:
+        pts = [p for p in c.loss if math.isfinite(p.value)]
+        ys = [p.value for p in pts]
+        half = max(2, min(50, len(ys) // 25))
+        smooth = cv._rolling_median(ys, half)
+        sigma = cv._mad([y - m for y, m in zip(ys, smooth, strict=True)])
+        for cluster in cv.spikes(pts, half, sigma):
+            p = pts[cluster[0]]
+            others = [by_rank[r].get(p.step) for r in by_rank if r != c.rank]
+            others_known = [v for v in others if v is not None]
+            if not others_known:
+                continue
+            level = smooth[cluster[0]]
+            if all(v - level <= cv.SPIKE_RISE * abs(level) for v in others_known):
+                alone.append((c, p))
+            else:
+                shared += 1
+    if alone:
+        c, p = alone[0]
+        read.add(
+            "loss_spike_single_rank",
+            True,
+            c.where(p.line),
+            f"rank {c.rank}'s loss spikes to {p.value:.4g} at step {cv._num(p.step)} while the "
+            f"other ranks' stay at their level ({len(alone)} such spike(s))",
+        )
+    elif shared:
+        c = ranked[0]
+        read.add(
+            "loss_spike_single_rank",
+            False,
+            c.span(c.loss),
+            f"every one of the {shared} spike(s) shows on all {len(ranked)} logged ranks",
+        )
+
+
 def overflow_findings(read: Read) -> None:
     curves = [c for c in read.curves if c.overflows or c.at_minimum]
     if not curves:

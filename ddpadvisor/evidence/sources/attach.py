@@ -40,6 +40,7 @@ def read_one(value: str | Path) -> Read:
     if curve is not None:
         facts.curve_findings(curve, got)
     facts.overflow_findings(got)
+    facts.rank_findings(got)
     if key is not None:
         if len(_CACHE) > 64:
             _CACHE.clear()
