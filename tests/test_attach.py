@@ -414,3 +414,22 @@ def test_a_spike_on_one_rank_alone(engine: Any, tmp_path: Path) -> None:
     shared = facts(engine, both)
     assert shared["loss_spike_single_rank"].value is False
     assert shared["loss_pattern"].value == "spikes"
+
+
+def test_accelerate_env_names_versions_not_the_job(engine: Any) -> None:
+    got = facts(engine, EXCERPTS / "accelerate_env.txt")
+    assert got["torch_version"].value == "2.0.1"
+    assert got["gpu_model"].value == "A100-SXM4-80GB"
+    # its default config is the machine's, not necessarily the job's: no world size, precision
+    assert "world_size" not in got and "precision" not in got
+
+
+def test_a_scheduler_that_runs_ahead_of_the_configured_warmup(engine: Any, tmp_path: Path) -> None:
+    args = tmp_path / "args.yaml"
+    args.write_text(
+        "output_dir: out\nper_device_train_batch_size: 8\ngradient_accumulation_steps: 1\n"
+        "learning_rate: 0.001\nwarmup_steps: 44\n"
+    )
+    got = facts(engine, args, MADE / "correct.trainer_state.json")
+    assert got["lr_follows_intended_schedule"].value is False
+    assert got["scheduler_steps_per_optimizer_step"].value == 2.0

@@ -24,6 +24,7 @@ _GPU_LINES = [
     re.compile(r"^GPU \d+: (?:NVIDIA )?([^\n(]+?)(?:\s*\(UUID|\s*$)", re.M),  # collect_env, -L
     re.compile(r"^\|\s*\d+\s+(?:NVIDIA )?([A-Za-z][\w .-]+?)\s+(?:On|Off)\s+\|", re.M),  # table
     re.compile(r"^\s*Product Name\s*:\s*(?:NVIDIA )?(.+)$", re.M),  # nvidia-smi -q
+    re.compile(r"^- GPU type: (?:NVIDIA )?(.+)$", re.M),  # accelerate env
 ]
 _NCCL = re.compile(r"^(?:export\s+|- )?(NCCL_[A-Z0-9_]+)\s*[=:]\s*(\S*)", re.M)
 
