@@ -360,38 +360,29 @@ def training_args(doc: Text, data: dict[str, Any], what: str = "TrainingArgument
 
 # -- launch command -------------------------------------------------------------------------------
 
-_LAUNCHERS = (
-    "torchrun",
-    "torch.distributed.run",
-    "torch.distributed.launch",
-    "accelerate",
-    "deepspeed",
+# A line that starts (after a prompt or comment mark) with a launcher: torchrun, python -m
+# torch.distributed.run / .launch, accelerate launch, deepspeed (any path before the name).
+_LAUNCH = re.compile(
+    r"^[ \t$#>]*((?:[\w.=/-]+=\S*\s+)*(?:\S*/)?(?:torchrun\b|python[\d.]*\s+-m\s+"
+    r"torch\.distributed\.(?:run|launch)\b|accelerate\s+launch\b|deepspeed\s).*)$",
+    re.M,
 )
 
 
 def launch_line(text: str) -> tuple[int, str] | None:
     """The first launch command in the text (joined across backslash line ends), with its
     line."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        body = line.strip().lstrip("$#> ").strip()
-        words = body.split()
-        if not words:
-            continue
-        head = " ".join(words[:4])
-        if any(re.search(rf"(^|[\s/=]){re.escape(w)}(\s|$)", head) for w in _LAUNCHERS) and (
-            "launch" in head
-            or "torchrun" in head
-            or "deepspeed" in words[0]
-            or "torch.distributed" in head
-        ):
-            joined = body
-            j = i
-            while joined.endswith("\\") and j + 1 < len(lines):
-                j += 1
-                joined = joined[:-1] + " " + lines[j].strip()
-            return i + 1, joined
-    return None
+    m = _LAUNCH.search(text)
+    if m is None:
+        return None
+    number = text.count("\n", 0, m.start()) + 1
+    lines = text[m.start() :].splitlines()
+    joined = m.group(1).strip()
+    j = 0
+    while joined.endswith("\\") and j + 1 < len(lines):
+        j += 1
+        joined = joined[:-1] + " " + lines[j].strip()
+    return number, joined
 
 
 def _opt(words: list[str], *names: str) -> str | None:

@@ -13,6 +13,7 @@ standard library's ``statistics`` serves them without a dependency.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import statistics
@@ -74,9 +75,33 @@ class Pattern:
     early_detail: str = ""
 
 
+def _window_medians(ys: list[float], width: int) -> list[float]:
+    """The median of every full window ``ys[j : j + width]``, sliding a sorted copy (one
+    insertion and one removal per step instead of a sort per window)."""
+    if width <= 0 or len(ys) < width:
+        return []
+    window = sorted(ys[:width])
+    mid = width // 2
+    out = []
+    for j in range(len(ys) - width + 1):
+        out.append(window[mid] if width % 2 else (window[mid - 1] + window[mid]) / 2)
+        if j + width < len(ys):
+            del window[bisect.bisect_left(window, ys[j])]
+            bisect.insort(window, ys[j + width])
+    return out
+
+
 def _rolling_median(ys: list[float], half: int) -> list[float]:
+    """The median of each point's window of ``half`` points either side (cut at the ends)."""
     n = len(ys)
-    return [statistics.median(ys[max(0, i - half) : min(n, i + half + 1)]) for i in range(n)]
+    full = _window_medians(ys, 2 * half + 1)
+    out = []
+    for i in range(n):
+        if half <= i < n - half:
+            out.append(full[i - half])
+        else:
+            out.append(statistics.median(ys[max(0, i - half) : min(n, i + half + 1)]))
+    return out
 
 
 def _mad(xs: list[float]) -> float:
@@ -93,10 +118,11 @@ def spikes(points: list[Point], half: int, sigma: float) -> list[list[int]]:
     before them, and the last, with nothing after, are never spikes."""
     ys = [p.value for p in points]
     n = len(ys)
+    trailing = _window_medians(ys, half)  # trailing[j]: median of ys[j : j + half]
     found: list[list[int]] = []
     for i in range(3, n - 1):
-        before = statistics.median(ys[max(0, i - half) : i])
-        after = statistics.median(ys[i + 1 : i + 1 + half])
+        before = trailing[i - half] if i >= half else statistics.median(ys[:i])
+        after = trailing[i + 1] if i + 1 + half <= n else statistics.median(ys[i + 1 :])
         level = max(before, after)
         rise = ys[i] - level
         if rise > SPIKE_SIGMAS * sigma and rise > SPIKE_RISE * abs(level):

@@ -268,24 +268,26 @@ def text_log(doc: Text) -> list[Curve]:
     last_step: dict[int | None, float | None] = {}
     bar: dict[int | None, float] = {}
     first_epoch: dict[int | None, int] = {}
+    points = 0
     for number, raw in enumerate(doc.text.splitlines(), 1):
         if len(raw) > 100_000:
             continue
-        m = _RANK.match(raw)
+        m = _RANK.match(raw) if raw[:8].lstrip()[:1] in ("[", "r", "R") else None
         rank = int(m.group(1) or m.group(2)) if m else None
         line = raw[m.end() :] if m else raw
         curve = curves.get(rank)
         if curve is None:
             curve = curves[rank] = Curve(doc.name, rank)
-        at = _AT_STEP.search(line)
+        at = _AT_STEP.search(line) if ("/" in line or "step=" in line) else None
         if at:
             bar[rank] = last_step[rank] = float(at.group(1) or at.group(2))
             curve.last_step = max(curve.last_step or 0.0, bar[rank])
-        if OVERFLOW.search(line):
+        low = line.lower()
+        if ("overflow" in low or "skipping step" in low) and OVERFLOW.search(line):
             curve.overflows.append((number, last_step.get(rank)))
-        if AT_MINIMUM.search(line):
+        if "minimum" in low and AT_MINIMUM.search(line):
             curve.at_minimum.append((number, last_step.get(rank)))
-        hf = _HF_DICT.search(line)
+        hf = _HF_DICT.search(line) if "'loss'" in line else None
         if hf:
             items = {k: _float(v) for k, v in _HF_ITEM.findall(hf.group(0))}
             if rank in bar:  # the progress bar numbers the optimizer steps
@@ -304,13 +306,16 @@ def text_log(doc: Text) -> list[Curve]:
                 curve.epoch.append(Point(step, items["epoch"], number))  # type: ignore[arg-type]
             last_step[rank] = step
             continue
-        loss_m = _LOSS.search(line)
-        if loss_m is None or _VAL.search(line[: loss_m.start() + 12]):
+        loss_m = _LOSS.search(line) if ("loss" in low or "损失" in line) else None
+        if loss_m is None:
+            continue
+        head = low[: loss_m.start() + 12]
+        if ("val" in head or "test" in head or "验证" in head) and _VAL.search(head):
             continue
         value = _float(loss_m.group(1))
         if value is None:
             continue
-        ep = _EPOCH_ITER.search(line)
+        ep = _EPOCH_ITER.search(line) if "poch" in low else None
         st = _STEP.search(line) or _STEP_ZH.search(line)
         if ep:
             e, i, n = int(ep.group(1)), int(ep.group(2)), int(ep.group(3))
@@ -327,13 +332,14 @@ def text_log(doc: Text) -> list[Curve]:
             curve.unit = "entry"
         curve.loss.append(Point(step, value, number))
         last_step[rank] = step
-        lr_m = _LR.search(line)
+        lr_m = _LR.search(line) if ("lr" in low or "learning" in low or "学习率" in line) else None
         if lr_m and (lr := _float(lr_m.group(1))) is not None:
             curve.lr.append(Point(step, lr, number))
-        gn_m = _GN.search(line)
+        gn_m = _GN.search(line) if ("norm" in low or "梯度范数" in line) else None
         if gn_m and (gn := _float(gn_m.group(1))) is not None:
             curve.grad_norm.append(Point(step, gn, number))
-        if sum(len(c.loss) for c in curves.values()) > MAX_POINTS:
+        points += 1
+        if points > MAX_POINTS:
             break
     found = [c for c in curves.values() if c.loss or c.overflows or c.at_minimum]
     for c in found:

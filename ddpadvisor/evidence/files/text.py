@@ -8,7 +8,9 @@ from pathlib import Path
 from ddpadvisor.errors import InputError
 from ddpadvisor.yamlio import NotARegularFile, read_regular
 
-MAX_BYTES = 64 << 20  # read of one attached file; a longer one is read up to here
+MAX_BYTES = (
+    32 << 20
+)  # read of one attached file (about 45 s of parsing for a text log); a longer one is read up to here
 SNIFF = 8192
 
 
