@@ -31,7 +31,7 @@ def main() -> int:
     args = ap.parse_args()
     engine = load_engine()
     root = REPO / "tests" / "attach_fixtures"
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".py")
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc"))
     total = 0
     print(f"{'file':48} {'kind':28} facts warnings")
     for path in files:
