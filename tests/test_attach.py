@@ -433,3 +433,29 @@ def test_a_scheduler_that_runs_ahead_of_the_configured_warmup(engine: Any, tmp_p
     got = facts(engine, args, MADE / "correct.trainer_state.json")
     assert got["lr_follows_intended_schedule"].value is False
     assert got["scheduler_steps_per_optimizer_step"].value == 2.0
+
+
+def _csv(path: Path, losses: list[float]) -> Path:
+    path.write_text("step,train_loss\n" + "".join(f"{i},{v:.5f}\n" for i, v in enumerate(losses)))
+    return path
+
+
+def test_reference_a_loss_off_by_the_world_size(engine: Any, tmp_path: Path) -> None:
+    """A loss summed over 4 ranks instead of averaged: 4x the single-GPU curve throughout."""
+    ref = [2.0 * 0.99**i + 0.5 for i in range(200)]
+    run = _csv(tmp_path / "run.csv", [4 * v for v in ref])
+    cmd = tmp_path / "cmd.txt"
+    cmd.write_text("torchrun --nproc_per_node 4 train.py\n")
+    got = facts(engine, run, cmd, ref=_csv(tmp_path / "ref.csv", ref))
+    off = got["logged_loss_off_by_factor"]
+    assert off.value is True and "about the world size (4)" in (off.detail or "")
+
+
+def test_reference_a_run_that_ends_worse(engine: Any, tmp_path: Path) -> None:
+    ref = [2.0 * 0.98**i + 0.5 for i in range(200)]
+    run = [2.0 * 0.98**i + 0.5 + 0.4 * min(1.0, i / 100) for i in range(200)]
+    got = facts(engine, _csv(tmp_path / "run.csv", run), ref=_csv(tmp_path / "ref.csv", ref))
+    assert got["logged_loss_off_by_factor"].value is False  # it starts where the reference does
+    assert got["loss_pattern"].value == "worse_than_reference"
+    # the same run without a reference names no pattern: it falls steadily
+    assert "loss_pattern" not in facts(engine, tmp_path / "run.csv")
