@@ -28,23 +28,20 @@ SUBCOMMANDS = ("trace", "probe", "kb", "schema", "report", "claims", "ask")
 
 
 def _add_sources(p: Parser) -> None:
+    from ddpadvisor.evidence.sources import ORDER
+
     g = p.add_argument_group("evidence (combine freely)")
-    g.add_argument(
-        "--answers",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="YAML/JSON mapping of fact id to value",
-    )
-    g.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="FACT=VALUE",
-        help="one answer; repeatable; 'unknown' leaves the fact unobserved",
-    )
+    for source in ORDER:  # the registry's flags, in its order
+        for flag in source.flags:
+            g.add_argument(
+                flag.name,
+                dest=source.field,
+                action="append",
+                type=Path if flag.path else str,
+                default=[],
+                metavar=flag.metavar,
+                help=flag.help,
+            )
     g.add_argument(
         "--without",
         action="append",
@@ -53,41 +50,6 @@ def _add_sources(p: Parser) -> None:
         metavar="NEED",
         help="what you do not have here: 'script' (no training script at hand) or 'machine' "
         "(cannot run jobs there); every step that needs it is declined; repeatable",
-    )
-    g.add_argument(
-        "--script",
-        dest="scripts",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="training script to scan statically (never executed)",
-    )
-    g.add_argument(
-        "--trace",
-        dest="traces",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="DIR",
-        help="output folder of 'ddpadvisor trace'",
-    )
-    g.add_argument(
-        "--probe-results",
-        dest="probe_results",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="DIR",
-        help="output folder of 'ddpadvisor probe'",
-    )
-    g.add_argument(
-        "--describe",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="your own description or forum post (English or Chinese), read for facts",
     )
     g.add_argument(
         "--kb",
@@ -182,15 +144,12 @@ def _ask_parser() -> Parser:
 
 def _sources(args: argparse.Namespace) -> Sources:
     from ddpadvisor.evidence.gather import Sources
+    from ddpadvisor.evidence.sources import ORDER
 
-    return Sources(
-        answers=args.answers,
-        sets=[*args.sets, *(f"without:{need}=unknown" for need in args.without)],
-        scripts=args.scripts,
-        traces=args.traces,
-        probe_results=args.probe_results,
-        describe=list(getattr(args, "describe", [])),
-    )
+    fields = {s.field: list(getattr(args, s.field, [])) for s in ORDER}
+    # --without NEED declines every step that needs it, as an answer does (without:NEED)
+    fields["sets"] = [*fields.get("sets", []), *(f"without:{n}=unknown" for n in args.without)]
+    return Sources(**fields)
 
 
 def cmd_ask(argv: list[str]) -> int:

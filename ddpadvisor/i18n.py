@@ -189,6 +189,7 @@ ZH: dict[str, str] = {
     "answer": "回答",
     "set": "命令行",
     "script": "脚本扫描",
+    "log": "日志/配置文件",
     "probe": "探针",
     "trace": "trace",
     "yes": "是",

@@ -18,18 +18,23 @@ from ddpadvisor.kb.values import parse_value
 if TYPE_CHECKING:
     from ddpadvisor.kb.model import KnowledgeBase
 
-ObsSource = Literal["description", "answer", "set", "script", "probe", "trace"]
+ObsSource = Literal["description", "answer", "set", "script", "log", "probe", "trace"]
 
-# Measured beats scanned beats asked (SPEC: "the measured one wins"). A fact read from the
-# user's own description is a proposal: it counts until the user confirms or corrects it, and
-# any answer, scan or measurement overrules it (and says so in the warnings).
+# Measured beats scanned beats asked (SPEC: "the measured one wins"). A file the run itself
+# wrote (its log, config, environment dump: ``--attach``) is its own record, so above what was
+# answered or scanned, and below what ddpadvisor measured itself. A fact read from the user's
+# own description is a proposal: it counts until the user confirms or corrects it, and any
+# answer, scan or measurement overrules it (and says so in the warnings). Each evidence source
+# declares its rank in the registry (ddpadvisor/evidence/sources); the engine reads this copy,
+# which a test holds equal to the registry's.
 PRECEDENCE: dict[str, int] = {
     "description": -1,
     "answer": 0,
     "set": 1,
     "script": 2,
-    "probe": 3,
-    "trace": 3,
+    "log": 3,
+    "probe": 4,
+    "trace": 4,
 }
 
 

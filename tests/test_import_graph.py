@@ -127,3 +127,42 @@ def test_the_agent_imports_nothing_of_ddpadvisor() -> None:
     for path in agent.rglob("*.py"):
         for names in _imports(ast.parse(path.read_text(encoding="utf-8"))):
             assert not names[-1].startswith("ddpadvisor."), f"{path}: imports {names[-1]}"
+
+
+# Entry points reach evidence through the registry (``evidence.sources``, whose ``gather``
+# reads every source): never a source's own module or reader around it. The text helpers the
+# interactive screens call on what the user types (intake's extraction, answers' --set parser)
+# are not sources.
+ENTRY_POINTS = ("ddpadvisor.cli", "ddpadvisor.__main__", "ddpadvisor.tui")
+ENTRY_MAY_IMPORT = {
+    "ddpadvisor.evidence.sources",
+    "ddpadvisor.evidence.gather",
+    "ddpadvisor.evidence.intake",
+    "ddpadvisor.evidence.answers",
+}
+
+
+def _around_the_registry(edges: list[tuple[str, str]]) -> list[str]:
+    return sorted(
+        f"{a} -> {b}"
+        for a, b in edges
+        if a.startswith(ENTRY_POINTS)
+        and b.startswith("ddpadvisor.evidence")
+        and b not in ENTRY_MAY_IMPORT
+    )
+
+
+def test_entry_points_read_evidence_through_the_registry() -> None:
+    around = _around_the_registry(list(module_graph().edges))
+    assert not around, "entry points importing evidence around the registry: " + "; ".join(around)
+
+
+def test_the_registry_rule_sees_an_import_around_it() -> None:
+    """A lazy import of a source's module (or its reader) from the TUI is caught."""
+    source = "def f():\n    from ddpadvisor.evidence.sources.trace import series\n"
+    target = _imports(ast.parse(source))[0][-1]
+    assert _around_the_registry([("ddpadvisor.tui.runners", target)]) == [
+        "ddpadvisor.tui.runners -> ddpadvisor.evidence.sources.trace"
+    ]
+    reader = ("ddpadvisor.tui.app", "ddpadvisor.evidence.trace.load")
+    assert _around_the_registry([reader, ("ddpadvisor.tui.app", "ddpadvisor.evidence.sources")])

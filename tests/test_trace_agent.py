@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ddpadvisor.evidence.trace_reader import read_trace
+from ddpadvisor.evidence.trace import read_trace
 from ddpadvisor.tracing.launch import RunResult, agent_env, run_traced, torchrun_command
 
 ZOO = Path(__file__).resolve().parent / "zoo"

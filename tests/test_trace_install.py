@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ddpadvisor.errors import InputError
-from ddpadvisor.evidence.trace_reader import load_trace, read_trace
+from ddpadvisor.evidence.trace import load_trace, read_trace
 from ddpadvisor.tracing import ENV_DIR, agent_dir
 
 HERE = Path(__file__).resolve().parent

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ddpadvisor.evidence.gather import Sources, gather
-from ddpadvisor.evidence.trace_reader import read_trace
+from ddpadvisor.evidence.trace import read_trace
 
 HERE = Path(__file__).resolve().parent
 REAL = HERE / "trace_fixtures" / "control_mlp"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from ddpadvisor.evidence.trace_reader import read_trace
+from ddpadvisor.evidence.trace import read_trace
 from ddpadvisor.tracing.agent.ddpadvisor_trace_agent.core import _sharded
 
 

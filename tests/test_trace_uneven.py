@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ddpadvisor.evidence.trace_reader import load_trace
+from ddpadvisor.evidence.trace import load_trace
 
 SCRIPT = Path(__file__).resolve().parent / "zoo" / "uneven" / "uneven_ranks.py"
 
@@ -79,7 +79,7 @@ def test_uneven_ranks_trace_counts_the_ddp_phase_per_rank(runs):  # type: ignore
 
 
 def test_uneven_ranks_replicas_compared_at_aligned_steps(runs, engine):  # type: ignore[no-untyped-def]
-    from ddpadvisor.evidence.trace_reader import read_trace
+    from ddpadvisor.evidence.trace import read_trace
 
     facts = {o.fact: o.value for o in read_trace(engine.kb, runs["trace"]).observations}
     # Counting rank 0's pre-training steps would misalign the ranks and report a divergence.

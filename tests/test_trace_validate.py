@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ddpadvisor.errors import InputError
-from ddpadvisor.evidence.trace_reader import load_trace, read_trace
+from ddpadvisor.evidence.trace import load_trace, read_trace
 
 REAL = Path(__file__).resolve().parent / "trace_fixtures" / "control_mlp"
 

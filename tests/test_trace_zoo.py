@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from ddpadvisor.engine.model import CATCH_ALL
-from ddpadvisor.evidence.trace_reader import read_trace
+from ddpadvisor.evidence.trace import read_trace
 from ddpadvisor.tracing.launch import run_traced
 
 SUPPORT = Path(__file__).resolve().parent / "support"

@@ -30,6 +30,7 @@ from typing import Any
 
 from ddpadvisor.bundled import probe_catalog
 from ddpadvisor.errors import InputError
+from ddpadvisor.evidence.sources.rankfiles import rank_files, rank_of
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.observation import Gathered, UnknownFact, observe
@@ -40,7 +41,6 @@ MAX_BYTES = 16 * 2**20  # one result file; the largest real ones are well under 
 MAX_WORLD = 1 << 20  # ranks; more is damage, not a job
 MAX_DIGITS = 20  # an integer with more digits is damage
 MAX_DEPTH = 64  # nesting of JSON containers
-RANK_FILE = re.compile(r"rank(\d{1,7})\.json")
 Records = dict[int, dict[str, Any]]
 
 # Field -> accepted types of a result record (format 1 and 2).
@@ -263,10 +263,9 @@ def _rank_files(folder: Path, probe: str, col: _Collector) -> Records:
         if entry.name.endswith(".tmp"):
             col.warn(f"{path}: a result left half-written (the run was interrupted?); ignored")
             continue
-        match = RANK_FILE.fullmatch(entry.name)
-        if match is None:
+        rank = rank_of(entry.name, "json")
+        if rank is None:
             continue
-        rank = int(match.group(1))
         try:
             data, text = _load(path)
             _check_record(data, text, probe, rank)
@@ -329,7 +328,7 @@ def _interrupted(folder: Path, col: _Collector) -> None:
     status = folder / "status"
     if not status.is_dir():
         return
-    for path in sorted(status.glob("rank*.json"))[:64]:
+    for _rank, path in rank_files(status, "json")[:64]:
         try:
             data, _ = _load(path)
         except Damaged as exc:

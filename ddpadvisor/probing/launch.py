@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ddpadvisor.bundled import probe_catalog
+from ddpadvisor.evidence.sources.rankfiles import rank_of
 from ddpadvisor.runs import command, outcome
 from ddpadvisor.runs.supervise import Ended, Supervised, signal_name, watch
 
@@ -113,8 +114,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _rank_of(path: Path) -> int | None:
-    m = re.fullmatch(r"rank(\d+)\.json", path.name)
-    return int(m.group(1)) if m else None
+    return rank_of(path.name, "json")
 
 
 def read_statuses(out: Path) -> dict[int, dict[str, Any]]:

@@ -27,17 +27,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
+from ddpadvisor.evidence.sources.rankfiles import is_trace_file, rank_files
+from ddpadvisor.evidence.trace.load import rank_records
 from ddpadvisor.runs import command, outcome
 from ddpadvisor.runs.supervise import Ended, Supervised, signal_name, watch
 from ddpadvisor.tracing import ENV_DIR, ENV_EVERY, ENV_MAX_STEPS, agent_dir
 
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_STALL_S = 300.0
-
-# Files the agent and the launcher write; anything else in the folder is left alone.
-TRACE_FILE = re.compile(
-    r"^(rank\d+\.(jsonl|progress|stack|progress\.tmp)|meta\.json|torchrun\.log)$"
-)
 
 
 @dataclass
@@ -69,7 +66,7 @@ def prepare_dir(out: Path) -> None:
     """Create the output folder and remove a previous trace's files from it."""
     out.mkdir(parents=True, exist_ok=True)
     for path in out.iterdir():
-        if path.is_file() and TRACE_FILE.match(path.name):
+        if path.is_file() and is_trace_file(path.name):  # the agent's and launcher's files
             path.unlink()
 
 
@@ -93,10 +90,9 @@ def torchrun_command(nproc: int, target: list[str]) -> list[str]:
 
 def _progress(out: Path) -> dict[int, dict[str, object]]:
     found: dict[int, dict[str, object]] = {}
-    for path in out.glob("rank*.progress"):
+    for rank, path in rank_files(out, "progress"):
         try:
-            data = json.loads(path.read_text())
-            found[int(path.name[4:].split(".")[0])] = data
+            found[rank] = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
     return found
@@ -240,25 +236,7 @@ def write_meta(out: Path, result: RunResult) -> None:
 
 def _rank_records(out: Path) -> dict[int, list[dict[str, object]]]:
     """Each rank's records of its last run (a file may hold earlier runs appended)."""
-    found: dict[int, list[dict[str, object]]] = {}
-    for path in out.glob("rank*.jsonl"):
-        try:
-            rank = int(path.name[4:].split(".")[0])
-        except ValueError:
-            continue
-        records: list[dict[str, object]] = []
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict):
-                    if rec.get("k") == "start":
-                        records = []
-                    records.append(rec)
-        found[rank] = records
-    return found
+    return rank_records(out)
 
 
 def _finished(records: list[dict[str, object]]) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import signal
 import sys
@@ -20,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
+from ddpadvisor.evidence.sources import RankRow, by_kind
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.observation import Gathered
 from ddpadvisor.runs.supervise import kill_tree, reaped_command
-from ddpadvisor.tui.trace_series import read_series
 
 RunKind = Literal["probe", "trace"]
 
@@ -53,16 +52,6 @@ class RunProgress:
     done: int
     total: int | None  # None: unknown length, show activity only
     text: str
-
-
-@dataclass(frozen=True)
-class RankRow:
-    """One line of the per-rank result table."""
-
-    rank: str
-    item: str
-    value: str
-    ok: bool | None = None  # None: informational
 
 
 @dataclass
@@ -176,97 +165,30 @@ class SubprocessRunner:
                 got.warnings.append(f"cannot read {request.kind} results in this build: {exc}")
             except Exception as exc:  # a reader's InputError or a half-written file
                 got.warnings.append(f"{out_dir}: {exc}")
-        rows = probe_rows(out_dir) if request.kind == "probe" else trace_rows(out_dir)
+        rows = _rows(request.kind, out_dir)
         return RunOutcome(got, rows, out_dir, failed=got.failed, message=message)
 
 
 def read_results(kb: KnowledgeBase, kind: RunKind, out_dir: Path) -> Gathered:
-    if kind == "probe":
-        from ddpadvisor.evidence.probe_results import read_probe_results
+    source = by_kind(kind)
+    assert source is not None
+    return source.read(kb, out_dir)
 
-        return read_probe_results(kb, out_dir)
-    from ddpadvisor.evidence.trace_reader import read_trace
 
-    return read_trace(kb, out_dir)
+def _rows(kind: RunKind, out_dir: Path | None) -> list[RankRow]:
+    source = by_kind(kind)
+    return source.rows(out_dir) if source is not None and source.rows is not None else []
 
 
 # `ddpadvisor probe` prints one indented line per finished probe: "  sampler   0.03 s  …".
 _PROBE_DONE = re.compile(r"^\s+([a-z][a-z0-9_]*)\s+[0-9.]+ s\b")
 
-# -- per-rank tables ---------------------------------------------------------------------------
-# The probe result format belongs to ddpadvisor.probing: <out>/<probe>/rank<R>.json with the
-# probe's status and a one-line summary. Files of another shape are read defensively: their
-# scalar fields are listed, so the table survives a format change.
-
-_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)")
+# -- per-rank tables: the registry's sources own their folders' formats ------------------------
 
 
-def _rank_of(data: dict[str, object], path: Path) -> str | None:
-    if isinstance(data.get("rank"), int) and not isinstance(data.get("rank"), bool):
-        return str(data["rank"])
-    m = _RANK_IN_NAME.search(path.stem)
-    return m.group(1) if m else None  # not a per-rank file (e.g. the run's own record)
-
-
-def _scalars(data: object, prefix: str = "", depth: int = 0) -> list[tuple[str, object]]:
-    out: list[tuple[str, object]] = []
-    if isinstance(data, dict) and depth < 3:
-        for key, value in data.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
-            if isinstance(value, (bool, int, float, str)) and value != "":
-                out.append((name, value))
-            elif isinstance(value, dict):
-                out.extend(_scalars(value, name, depth + 1))
-    return out
-
-
-def probe_rows(out_dir: Path | None, limit: int = 200) -> list[RankRow]:
-    """One row per rank and probe; other per-rank files (liveness status, unknown formats)
-    only when no probe result is there, as their scalar fields."""
-    if out_dir is None or not out_dir.is_dir():
-        return []
-    results: list[RankRow] = []
-    other: list[RankRow] = []
-    for path in sorted(out_dir.rglob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        rank = _rank_of(data, path)
-        if rank is None:
-            continue
-        if isinstance(data.get("probe"), str) and isinstance(data.get("status"), str):
-            text = str(data.get("summary") or data.get("error") or data["status"])
-            results.append(RankRow(rank, data["probe"], text[:120], data["status"] == "ok"))
-            continue
-        for name, value in _scalars(data):
-            if name in ("rank", "world_size") or len(other) >= limit:
-                continue
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-            ok = value if isinstance(value, bool) and _is_check(name) else None
-            other.append(RankRow(rank, name, text[:60], ok))
-    return results[:limit] or other
-
-
-def _is_check(name: str) -> bool:
-    leaf = name.rsplit(".", 1)[-1]
-    return leaf in ("ok", "passed", "match", "matches", "correct") or leaf.endswith(
-        ("_ok", "_match", "_matches", "_correct")
-    )
+def probe_rows(out_dir: Path | None) -> list[RankRow]:
+    return _rows("probe", out_dir)
 
 
 def trace_rows(out_dir: Path | None) -> list[RankRow]:
-    if out_dir is None or not out_dir.is_dir():
-        return []
-    series = read_series(out_dir)
-    rows = []
-    for rank in series.ranks():
-        steps = series.steps(rank)
-        rows.append(RankRow(str(rank), "steps recorded", str(steps)))
-        for name in ("loss", "grad_norm", "scale"):
-            points = series.series.get(name, {}).get(rank)
-            if points:
-                rows.append(RankRow(str(rank), f"last {name}", f"{points[-1][1]:.4g}"))
-    return rows
+    return _rows("trace", out_dir)

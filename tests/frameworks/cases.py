@@ -218,7 +218,7 @@ def run_cases(
 def diagnose_run(engine: Any, case: Case, out: Path, result: Any, seconds: float) -> Outcome:
     """The outcome of a traced run: steps per rank, and the diagnosis three ways."""
     from ddpadvisor.evidence.gather import Sources, gather
-    from ddpadvisor.evidence.trace_reader import load_trace, read_trace
+    from ddpadvisor.evidence.trace import load_trace, read_trace
 
     steps: dict[int, int] = {}
     try:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ddpadvisor.errors import InputError
+from ddpadvisor.evidence.sources.rankfiles import rank_files
 from ddpadvisor.tracing.agent.ddpadvisor_trace_agent import format as fmt
 from ddpadvisor.yamlio import NotARegularFile, read_regular, unique_keys
 
@@ -49,32 +50,57 @@ def _read_bounded(path: Path, limit: int) -> tuple[bytes, bool]:
         raise InputError("not a regular file (a FIFO, device or folder); not read", path) from None
 
 
-def _read_rank_file(path: Path, rank: int, raw: bytes, warnings: list[str]) -> RankTrace | None:
-    """One rank's last run, or None when the file cannot be this rank's trace."""
-    trace = RankTrace(rank, path)
+@dataclass
+class Line:
+    """One line of a rank file as read: its record, or the problem that kept it out."""
+
+    number: int
+    record: Any = None
+    problem: str | None = None  # "too long", "not valid JSON", "duplicate key ...", "truncated"
+
+
+def lines_of(raw: bytes) -> Iterator[Line]:
+    """The one parser of the trace's JSON-lines format; every reader of a trace folder (the
+    reader here, the launcher's verdict, the TUI's plots) goes through it and decides itself
+    what to make of a bad line. Blank lines are skipped; a last line without its newline that
+    is not valid JSON is ``truncated`` (the rank stopped mid-write)."""
     lines = raw.split(b"\n")
     ends_clean = raw.endswith(b"\n")
-    runs = 0
-    start_line = 1
-    problems: list[str] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         if len(line) > fmt.MAX_LINE_BYTES:
-            problems.append(f"{path}:{number}: record longer than {fmt.MAX_LINE_BYTES} bytes")
+            yield Line(number, problem=f"record longer than {fmt.MAX_LINE_BYTES} bytes")
             continue
         try:
-            rec = json.loads(line, object_pairs_hook=unique_keys)
+            yield Line(number, json.loads(line, object_pairs_hook=unique_keys))
         except (ValueError, RecursionError) as exc:
             last = number == len(lines) or (number == len(lines) - 1 and ends_clean)
             if last and not ends_clean:
-                warnings.append(
-                    f"{path}:{number}: truncated last record ignored (rank {rank} stopped "
-                    "mid-write)"
-                )
+                yield Line(number, problem="truncated")
             else:
                 why = str(exc)[:80] if "duplicate key" in str(exc) else "not valid JSON"
-                problems.append(f"{path}:{number}: unreadable record ({why})")
+                yield Line(number, problem=why)
+
+
+def _read_rank_file(path: Path, rank: int, raw: bytes, warnings: list[str]) -> RankTrace | None:
+    """One rank's last run, or None when the file cannot be this rank's trace."""
+    trace = RankTrace(rank, path)
+    runs = 0
+    start_line = 1
+    problems: list[str] = []
+    for line in lines_of(raw):
+        number, rec = line.number, line.record
+        if line.problem == "truncated":
+            warnings.append(
+                f"{path}:{number}: truncated last record ignored (rank {rank} stopped mid-write)"
+            )
+            continue
+        if line.problem is not None:
+            if line.problem.startswith("record longer"):
+                problems.append(f"{path}:{number}: {line.problem}")
+            else:
+                problems.append(f"{path}:{number}: unreadable record ({line.problem})")
             continue
         bad = fmt.problem(rec)
         if bad is not None:
@@ -157,9 +183,6 @@ def _index(trace: RankTrace, warnings: list[str]) -> None:
         ep["mod"] = mods.get(it, 1)
 
 
-RANK_FILE = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.jsonl$")
-
-
 META_BYTES = 1 << 20
 
 
@@ -186,9 +209,7 @@ def load_trace(folder: Path) -> tuple[list[RankTrace], dict[str, Any] | None, li
     ranks: list[RankTrace] = []
     rejected = 0
     seen: dict[bytes, Path] = {}
-    paths = [p for p in folder.glob("rank*.jsonl") if RANK_FILE.match(p.name)]
-    for path in sorted(paths, key=lambda p: int(p.name[4:-6])):
-        rank = int(path.name[4:-6])
+    for rank, path in rank_files(folder, "jsonl"):
         try:
             raw, longer = _read_bounded(path, fmt.MAX_FILE_BYTES)
         except InputError as exc:
@@ -222,6 +243,26 @@ def load_trace(folder: Path) -> tuple[list[RankTrace], dict[str, Any] | None, li
         raise InputError("not a ddpadvisor trace folder: no rank*.jsonl files", folder)
     ranks.sort(key=lambda t: t.rank)
     return ranks, meta, warnings
+
+
+def rank_records(folder: Path) -> dict[int, list[Record]]:
+    """Each rank's records of its last run, read leniently (the launcher's verdict on a folder
+    a job may still be writing): unreadable lines are skipped, nothing is validated."""
+    found: dict[int, list[Record]] = {}
+    for rank, path in rank_files(Path(folder), "jsonl"):
+        try:
+            raw, _longer = read_regular(path, fmt.MAX_FILE_BYTES)
+        except OSError:
+            continue
+        records: list[Record] = []
+        for line in lines_of(raw):
+            rec = line.record
+            if isinstance(rec, dict):
+                if rec.get("k") == "start":
+                    records = []
+                records.append(rec)
+        found[rank] = records
+    return found
 
 
 def _read_meta(path: Path, warnings: list[str]) -> dict[str, Any] | None:
