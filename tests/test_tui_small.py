@@ -25,6 +25,7 @@ from ddpadvisor.tui.screens.describe import DescribeScreen
 from ddpadvisor.tui.screens.diagnose import DiagnoseScreen
 from ddpadvisor.tui.session import Session, check_range
 from ddpadvisor.tui.widgets.history import HistoryList
+from ddpadvisor.tui.widgets.paragraph import Paragraph
 from ddpadvisor.tui.widgets.question import AnswerInput, QuestionPanel
 
 SMALL_KB = Path(__file__).resolve().parent / "snapshots" / "kb-tui-small"
@@ -342,7 +343,7 @@ def test_describe_screen_speaks_chinese() -> None:
         app.open_describe(POST["zh"])
         await pilot.pause()
         screen = app.screen
-        intro = str(screen.query_one("#describe-intro").render())
+        intro = str(screen.query_one("#describe-intro", Paragraph).text)
         assert "用自己的话描述问题" in intro
         footer = {b.binding.description for b in screen.active_bindings.values()}
         assert {"读取", "使用勾选的事实"} <= footer
@@ -382,3 +383,18 @@ def test_long_question_snapshot(snap_compare: Any, lang: str) -> None:
 def test_number_question_snapshot(snap_compare: Any, lang: str) -> None:
     """The range in the field's hint, d for don't know, a refused value in one line."""
     assert snap_compare(make_app(lang), press=["d", "d", "0", "enter"], terminal_size=SMALL)
+
+
+def test_b_steps_back_through_every_answer_dont_know_included() -> None:
+    app = make_app()
+
+    async def body(pilot: Any) -> None:
+        await pilot.press("d", "2")  # don't know, then "no" to calls_set_epoch
+        panel = app.screen.query_one(QuestionPanel)
+        await pilot.press("b")
+        assert panel.prompt is not None and panel.prompt.fact == "calls_set_epoch"
+        await pilot.press("b")
+        assert panel.prompt is not None and panel.prompt.fact == "loss_divided_by_accum"
+        assert panel.prompt.declined
+
+    run(app, body)

@@ -28,6 +28,7 @@ from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.observation import Observation
 from ddpadvisor.tui.controller import Controller
 from ddpadvisor.tui.session import show_value
+from ddpadvisor.tui.widgets.paragraph import Paragraph
 
 INTRO = (
     "Describe the problem in your own words, or paste your forum post (English or 中文): "
@@ -87,7 +88,7 @@ class DescribeScreen(ModalScreen[int | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="describe-box", classes="panel dialog"):
-            yield Static(Content(t(INTRO)), id="describe-intro")
+            yield Paragraph(t(INTRO), id="describe-intro")  # Chinese wraps by cells
             yield TextArea(self.initial, id="describe-text", soft_wrap=True)
             yield Static("", id="describe-status")
             yield LoadingIndicator(id="describe-reading")

@@ -133,22 +133,26 @@ class DiagnoseScreen(Screen[None]):
 
     @on(EditAnswer)
     def _edit(self, event: EditAnswer) -> None:
+        self.edit(event.fact)
+
+    def edit(self, fact_id: str) -> None:
+        """Show the question of ``fact_id`` again, its earlier answer marked, to change it."""
         session = self.controller.session
-        fact = next((f for f in session.current.facts if f.fact == event.fact), None)
+        fact = next((f for f in session.current.facts if f.fact == fact_id), None)
         if fact is not None and fact.source not in ("answer",):
             self.notify(
                 t(
                     "{fact} comes from {source} ({where}); a measured or scanned value wins "
                     "over an answer.",
-                    fact=event.fact,
+                    fact=fact_id,
                     source=t(fact.source),
                     where=fact.where or t("no location"),
                 ),
                 severity="warning",
             )
             return
-        self.editing = event.fact
-        self.update(f"editing {event.fact}")
+        self.editing = fact_id
+        self.update(f"editing {fact_id}")
         self.query_one(QuestionPanel).focus_answer()
 
     @on(CauseHighlighted)
@@ -193,7 +197,9 @@ class DiagnoseScreen(Screen[None]):
             index = max(0, order.index(self.editing) - 1)
         else:
             index = len(order) - 1
-        self.post_message(EditAnswer(order[index]))
+        # At once, not by a message: a second b pressed before a message was handled would
+        # otherwise go back to the same answer again.
+        self.edit(order[index])
 
     def action_cycle_view(self) -> None:
         self.set_class(False, f"view-{self.view}")
