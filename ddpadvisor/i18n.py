@@ -118,6 +118,7 @@ ZH: dict[str, str] = {
         "loss 是什么走势，能贴训练循环的话也贴上：代码会被扫描。按 ctrl+r 读取。"
     ),
     "Reading your description…": "正在读取你的描述…",
+    "Could not read it: {problem}": "读取失败：{problem}",
     "Still reading your description…": "还在读取你的描述…",
     "  (replaces {value})": "  （替换 {value}）",
     "adds to your earlier description ({n} facts kept)": "补充到之前的描述里（保留 {n} 项事实）",

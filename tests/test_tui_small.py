@@ -21,6 +21,7 @@ from ddpadvisor.i18n import ZH
 from ddpadvisor.kb.load import load_kb
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.tui.app import DDPAdvisorApp, create_app
+from ddpadvisor.tui.screens import describe
 from ddpadvisor.tui.screens.describe import DescribeScreen
 from ddpadvisor.tui.screens.diagnose import DiagnoseScreen
 from ddpadvisor.tui.session import Session, check_range
@@ -396,5 +397,29 @@ def test_b_steps_back_through_every_answer_dont_know_included() -> None:
         await pilot.press("b")
         assert panel.prompt is not None and panel.prompt.fact == "loss_divided_by_accum"
         assert panel.prompt.declined
+
+    run(app, body)
+
+
+def test_closing_the_describe_dialog_while_it_reads_is_safe() -> None:
+    """Esc while the worker reads: a result (or a failure) that comes back after the dialog
+    closed is dropped, never shown on a screen that is gone."""
+    app = make_app()
+
+    async def body(pilot: Any) -> None:
+        app.open_describe(POST["en"])
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DescribeScreen)
+        screen.action_read()
+        await pilot.press("escape")
+        await pilot.app.workers.wait_for_complete()
+        assert isinstance(app.screen, DiagnoseScreen)
+        findings, resemblance = describe.read_text(app.session.engine.kb, POST["en"])
+        screen._show(findings, resemblance)  # as the worker hands them back, late
+        screen._failed("late")
+        await pilot.pause()
+        assert isinstance(app.screen, DiagnoseScreen) and app.is_running
+        assert app.session.answers == {} and not screen.reading
 
     run(app, body)

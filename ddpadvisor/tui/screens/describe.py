@@ -125,13 +125,28 @@ class DescribeScreen(ModalScreen[int | None]):
         self.query_one("#describe-found", SelectionList).display = False
         self._read(text)
 
-    @work(thread=True, exclusive=True, group="describe-read")
+    @work(thread=True, exclusive=True, group="describe-read", exit_on_error=False)
     def _read(self, text: str) -> None:
-        findings, resemblance = read_text(self.controller.session.engine.kb, text)
+        try:
+            findings, resemblance = read_text(self.controller.session.engine.kb, text)
+        except Exception as exc:  # a reader bug must not take the session down
+            self.app.call_from_thread(self._failed, str(exc))
+            return
         self.app.call_from_thread(self._show, findings, resemblance)
+
+    def _failed(self, problem: str) -> None:
+        self.reading = False
+        if not self.is_attached:  # closed while it was reading
+            return
+        self.query_one("#describe-reading").display = False
+        self.query_one("#describe-status", Static).update(
+            Content(t("Could not read it: {problem}", problem=problem))
+        )
 
     def _show(self, findings: list[Finding], resemblance: list[Resemblance]) -> None:
         self.reading = False
+        if not self.is_attached:  # closed while it was reading: nothing to show
+            return
         self.findings, self.resemblance = findings, resemblance
         self.query_one("#describe-reading").display = False
         found = self.query_one("#describe-found", SelectionList)
@@ -140,6 +155,7 @@ class DescribeScreen(ModalScreen[int | None]):
         if not self.findings and not self.resemblance:
             status.update(t("Nothing recognised. Add details, or Esc to answer questions instead."))
             found.display = False
+            self.query_one("#describe-box").remove_class("-read")
             return
         n = len(self.findings)
         earlier = self.earlier()
