@@ -423,3 +423,19 @@ def test_closing_the_describe_dialog_while_it_reads_is_safe() -> None:
         assert app.session.answers == {} and not screen.reading
 
     run(app, body)
+
+
+def test_ticked_and_unticked_differ_without_colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app()
+
+    async def body(pilot: Any) -> None:
+        app.open_describe(POST["en"])
+        await pilot.pause()
+        await read_description(pilot)
+        found = app.screen.query_one("#describe-found", SelectionList)
+        ticked = found.get_component_rich_style("selection-list--button-selected")
+        unticked = found.get_component_rich_style("selection-list--button")
+        assert app.no_color and ticked.reverse and not unticked.reverse
+
+    run(app, body)
