@@ -127,6 +127,7 @@ ZH: dict[str, str] = {
     # the question panel (tui/widgets/question.py, tui/session.py)
     "{kind}{range} · Enter answers · Esc leaves the field": "{kind}{range} · 回车确认 · Esc 离开输入框",
     "{fact} must be {range}, got {value}": "{fact} 必须 {range}，输入的是 {value}",
+    "Leave the field": "离开输入框",
     "Describe the problem": "描述问题",
     "your description reads like this cause: {words}": "你的描述读起来像这个原因：{words}",
     "reads like {cause}": "像是 {cause}",

@@ -300,7 +300,7 @@ def test_the_read_runs_in_a_worker_behind_an_indicator() -> None:
 
 # -- Chinese everywhere -------------------------------------------------------------------------
 def _catalogue_keys() -> list[tuple[str, str]]:
-    """Every literal the TUI passes to t(), with the file it is in."""
+    """Every literal the TUI passes to t() or shows as a key's description, with its file."""
     out = []
     for path in TUI.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -315,14 +315,15 @@ def _catalogue_keys() -> list[tuple[str, str]]:
             if isinstance(target, ast.Name)
         }
         for node in ast.walk(tree):
-            if not (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "t"
-                and node.args
-            ):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue
-            arg = node.args[0]
+            # t("...") and a key binding's description, Binding(key, action, "...")
+            if node.func.id == "t" and node.args:
+                arg = node.args[0]
+            elif node.func.id == "Binding" and len(node.args) >= 3:
+                arg = node.args[2]
+            else:
+                continue
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 out.append((path.name, arg.value))
             elif isinstance(arg, ast.Name) and arg.id in named:
