@@ -112,10 +112,22 @@ ZH: dict[str, str] = {
     ),
     # the describe screen (tui/screens/describe.py)
     "Describe the problem in your own words, or paste your forum post (English or 中文): "
-    "GPUs, batch, precision, what the loss does. ctrl+r reads it.": (
+    "GPUs, batch, precision, what the loss does, and your training loop if you can: code is "
+    "scanned. ctrl+r reads it.": (
         "用自己的话描述问题，或者直接贴论坛帖子（中文或英文都行）：几张卡、batch、精度、"
-        "loss 是什么走势。按 ctrl+r 读取。"
+        "loss 是什么走势，能贴训练循环的话也贴上：代码会被扫描。按 ctrl+r 读取。"
     ),
+    "Reading your description…": "正在读取你的描述…",
+    "Could not read it: {problem}": "读取失败：{problem}",
+    "Still reading your description…": "还在读取你的描述…",
+    "  (replaces {value})": "  （替换 {value}）",
+    "adds to your earlier description ({n} facts kept)": "补充到之前的描述里（保留 {n} 项事实）",
+    "from your description: \u201c{phrase}\u201d": "从你的描述里读到：\u201c{phrase}\u201d",
+    "Loading the knowledge base…": "正在加载知识库…",
+    # the question panel (tui/widgets/question.py, tui/session.py)
+    "{kind}{range} · Enter answers · Esc leaves the field": "{kind}{range} · 回车确认 · Esc 离开输入框",
+    "{fact} must be {range}, got {value}": "{fact} 必须 {range}，输入的是 {value}",
+    "Leave the field": "离开输入框",
     "Describe the problem": "描述问题",
     "your description reads like this cause: {words}": "你的描述读起来像这个原因：{words}",
     "reads like {cause}": "像是 {cause}",

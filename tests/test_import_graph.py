@@ -166,3 +166,33 @@ def test_the_registry_rule_sees_an_import_around_it() -> None:
     ]
     reader = ("ddpadvisor.tui.app", "ddpadvisor.evidence.trace.load")
     assert _around_the_registry([reader, ("ddpadvisor.tui.app", "ddpadvisor.evidence.sources")])
+
+
+def _all_imports(tree: ast.AST) -> list[str]:
+    """Every module an import names, those under ``if TYPE_CHECKING:`` included (a type
+    checker follows them, so they close a circle as well)."""
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append(node.module)
+            out.extend(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def test_tui_screens_and_widgets_never_import_the_app() -> None:
+    """Screens get a controller in their constructor and post messages or dismiss with a
+    result; the app imports them, never the other way round (not even for type hints)."""
+    offenders = []
+    for folder in ("screens", "widgets"):
+        for path in (PACKAGE / "tui" / folder).rglob("*.py"):
+            names = _all_imports(ast.parse(path.read_text(encoding="utf-8")))
+            if any(n == "ddpadvisor.tui.app" or n.startswith("ddpadvisor.tui.app.") for n in names):
+                offenders.append(str(path.relative_to(PACKAGE.parent)))
+    assert not offenders, "import the TUI app: " + ", ".join(sorted(offenders))
+
+
+def test_the_app_check_sees_a_type_checking_import() -> None:
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ddpadvisor.tui.app import A\n"
+    assert "ddpadvisor.tui.app" in _all_imports(ast.parse(source))

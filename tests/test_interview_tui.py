@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tui_support import FIXTURE_KB, probe_runner
+from test_tui_support import FIXTURE_KB, probe_runner, read_description
 from textual.widgets import SelectionList, TextArea
 
 from ddpadvisor.engine.diagnose import Engine
@@ -58,8 +58,7 @@ def test_confirmed_findings_count_and_unticked_ones_do_not() -> None:
             screen = app.screen
             assert isinstance(screen, DescribeScreen)
             screen.query_one("#describe-text", TextArea).text = TEXT
-            await pilot.press("ctrl+r")
-            await pilot.pause()
+            await read_description(pilot)
             facts = [f.fact for f in screen.findings]
             assert facts == [
                 "single_gpu_converges",
@@ -119,8 +118,7 @@ def test_describe_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
         await pilot.pause()
         pilot.app.open_describe(REPEATS)
         await pilot.pause()
-        await pilot.press("ctrl+r")
-        await pilot.pause()
+        await read_description(pilot)
 
     assert snap_compare(make_app(show_start=False), terminal_size=size, run_before=read)
 
@@ -134,8 +132,7 @@ def test_what_the_text_reads_like_counts_only_while_ticked(keep: bool) -> None:
             await pilot.pause()
             app.open_describe(REPEATS)
             await pilot.pause()
-            await pilot.press("ctrl+r")
-            await pilot.pause()
+            await read_description(pilot)
             screen = app.screen
             assert isinstance(screen, DescribeScreen)
             assert [r.cause for r in screen.resemblance] == ["sampler-set-epoch-missing"]
@@ -183,7 +180,8 @@ def test_describe_file_opens_prefilled() -> None:
             assert isinstance(screen, DescribeScreen)
             assert screen.query_one("#describe-text", TextArea).text == TEXT
             assert app.session.answers == {}  # nothing counts before it is confirmed
-            await pilot.press("ctrl+r", "ctrl+s")
+            await read_description(pilot)
+            await pilot.press("ctrl+s")
             await pilot.pause()
             assert len(app.session.answers) == 4
 
@@ -226,8 +224,7 @@ def test_pasted_code_is_scanned_in_the_describe_screen() -> None:
             screen = app.screen
             assert isinstance(screen, DescribeScreen)
             screen.query_one("#describe-text", TextArea).text = text
-            await pilot.press("ctrl+r")
-            await pilot.pause()
+            await read_description(pilot)
             by_fact = {f.fact: f for f in screen.findings}
             bypass = by_fact["forward_bypasses_ddp"]
             assert (bypass.value, bypass.origin) == (True, "code")

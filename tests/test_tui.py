@@ -259,8 +259,9 @@ def test_typed_number_is_checked_before_it_counts() -> None:
         assert screen.prompt is not None and screen.prompt.type == "int"
         entry = screen.query_one("#q-input", Input)
         assert entry.has_focus
-        await pilot.press("x", "y", "enter")
+        await pilot.press("x", "-", "y", "enter")  # letters are not typed into a number
         await pilot.pause()
+        assert entry.value == "-"
         assert "grad_accum_steps" not in app.session.answers
         assert "expects a whole number" in screen.query_one("#q-error").message  # type: ignore[attr-defined]
         entry.value = ""

@@ -200,3 +200,11 @@ def simulate(session: Session, truth: dict[str, Any], *, limit: int = 60) -> Wal
             walk.done_after = len(walk.asked)
             break
     return walk
+
+
+async def read_description(pilot: Any) -> None:
+    """Press ctrl+r in the describe dialog and wait, on the worker rather than on time, until
+    what it read is listed."""
+    await pilot.press("ctrl+r")
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()

@@ -1,15 +1,19 @@
 """The ddpadvisor TUI: ``run_tui(args)`` for the CLI, ``create_app(...)`` for tests.
 
-The app owns one :class:`Session` and the injected probe/trace runners; screens render the
-session's current :class:`Diagnosis` and call back here to change the evidence.
+The app owns one :class:`Session` and the injected probe/trace runners. It is the screens'
+:class:`~ddpadvisor.tui.controller.Controller`: each screen gets it in its constructor, reads
+the session's current :class:`Diagnosis` through it and asks it to change the evidence (only the
+app changes the session); screens open other screens by posting the navigation messages of
+:mod:`ddpadvisor.tui.messages`, handled here. No screen or widget imports this module.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import App
@@ -18,11 +22,26 @@ from textual.dom import DOMNode
 
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.errors import InputError
+from ddpadvisor.evidence.intake import Finding
 from ddpadvisor.i18n import Lang, set_current, t
+from ddpadvisor.kb.resemblance import Resemblance
+from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.observation import Gathered
 from ddpadvisor.report.models import FixOut
-from ddpadvisor.tui.messages import DiagnosisUpdated, EvidenceLoaded, VerifyReported
+from ddpadvisor.tui.messages import (
+    DiagnosisUpdated,
+    EvidenceLoaded,
+    EvidenceWanted,
+    ExportWanted,
+    FixChosen,
+    ProbesWanted,
+    ResultsWanted,
+    RunFinished,
+    TraceWanted,
+    VerifyReported,
+)
 from ddpadvisor.tui.runners import Runner, RunOutcome, RunRequest, SubprocessRunner
+from ddpadvisor.tui.screens.describe import DescribeScreen
 from ddpadvisor.tui.screens.diagnose import DiagnoseScreen
 from ddpadvisor.tui.screens.evidence import EvidenceResult, EvidenceScreen
 from ddpadvisor.tui.screens.export import ExportScreen
@@ -56,14 +75,18 @@ class DDPAdvisorApp(App[int]):
     ) -> None:
         super().__init__()
         self.describe_text = describe_text
-        self.session = session
+        self._session = session
         self.probe_runner = probe_runner
         self.trace_runner = trace_runner
         self.show_start = show_start
         self.nproc = nproc
         set_current(session.lang)
         self.localise(self)
-        self.diagnose_screen = DiagnoseScreen()
+        self.diagnose_screen = DiagnoseScreen(self)
+
+    @property
+    def session(self) -> Session:
+        return self._session
 
     @property
     def lang(self) -> Lang:
@@ -121,6 +144,23 @@ class DDPAdvisorApp(App[int]):
             if isinstance(screen, ResultsScreen):
                 screen.refresh_results()
 
+    # -- the controller: the only changes to the session -------------------------------------
+    def answer(self, fact: str, raw: Any) -> str | None:
+        try:
+            self.session.answer(fact, raw)
+        except ValueProblem as problem:
+            return str(problem)
+        self.changed(f"answered {fact}")
+        return None
+
+    def skip(self, fact: str, step: str | None) -> None:
+        self.session.skip(fact, step)
+        self.changed(f"skipped {fact}")
+
+    def describe(self, findings: list[Finding], resemblance: list[Resemblance]) -> None:
+        self.session.answer_described(findings, resemblance)
+        self.changed("description read")
+
     def load_evidence(self, kind: str, path: Path) -> str | None:
         """Load a source into the session; returns the one-line problem, or None."""
         before = len(self.session.observations())
@@ -135,7 +175,11 @@ class DDPAdvisorApp(App[int]):
         return None
 
     def open_evidence(self, *, start: bool) -> None:
-        self.push_screen(EvidenceScreen(start=start), self._evidence_chosen)
+        self.push_screen(EvidenceScreen(self, start=start), self._evidence_chosen)
+
+    @on(EvidenceWanted)
+    def _evidence_wanted(self) -> None:
+        self.open_evidence(start=False)
 
     def _evidence_chosen(self, result: EvidenceResult | None) -> None:
         if result is None:
@@ -148,26 +192,36 @@ class DDPAdvisorApp(App[int]):
             self.start_trace(result.path)
 
     def open_describe(self, text: str = "") -> None:
-        from ddpadvisor.tui.screens.describe import DescribeScreen
-
-        self.push_screen(DescribeScreen(text))
+        self.push_screen(DescribeScreen(self, text))
 
     # -- runs -------------------------------------------------------------------------------
     def start_probes(self, probes: tuple[str, ...]) -> None:
         request = RunRequest(kind="probe", probes=probes, nproc=self.nproc)
-        self.push_screen(RunScreen(request, self.probe_runner))
+        self.push_screen(RunScreen(self, request, self.probe_runner))
+
+    @on(ProbesWanted)
+    def _probes_wanted(self, event: ProbesWanted) -> None:
+        self.start_probes(event.probes)
+
+    @on(TraceWanted)
+    def _trace_wanted(self) -> None:
+        self.ask_trace()
 
     def ask_trace(self) -> None:
         scripts = [s.path for s in self.session.sources if s.kind == "script"]
         if scripts:
             self.start_trace(scripts[-1])
         else:
-            self.push_screen(EvidenceScreen(start=False), self._evidence_chosen)
+            self.push_screen(EvidenceScreen(self, start=False), self._evidence_chosen)
             self.notify(t("Choose 'Trace my training script now' and give its path."), timeout=4)
 
     def start_trace(self, script: Path) -> None:
         request = RunRequest(kind="trace", script=script, nproc=self.nproc)
-        self.push_screen(RunScreen(request, self.trace_runner))
+        self.push_screen(RunScreen(self, request, self.trace_runner))
+
+    @on(RunFinished)
+    def _run_finished(self, event: RunFinished) -> None:
+        self.apply_outcome(event.request, event.outcome)
 
     def apply_outcome(self, request: RunRequest, outcome: RunOutcome) -> None:
         self.session.add_measured(outcome.gathered, request.kind, outcome.out_dir)
@@ -175,13 +229,25 @@ class DDPAdvisorApp(App[int]):
 
     # -- results and export -----------------------------------------------------------------
     def show_results(self, tab: str = "causes", cause: str | None = None) -> None:
-        self.push_screen(ResultsScreen(tab, cause=cause))
+        self.push_screen(ResultsScreen(self, tab, cause=cause))
+
+    @on(ResultsWanted)
+    def _results_wanted(self, event: ResultsWanted) -> None:
+        self.show_results(event.tab, event.cause)
 
     def open_fix(self, cause_id: str, fix: FixOut) -> None:
-        self.push_screen(FixScreen(cause_id, fix))
+        self.push_screen(FixScreen(self, cause_id, fix))
+
+    @on(FixChosen)
+    def _fix_chosen(self, event: FixChosen) -> None:
+        self.open_fix(event.cause.id, event.fix)
 
     def open_export(self) -> None:
-        self.push_screen(ExportScreen())
+        self.push_screen(ExportScreen(self))
+
+    @on(ExportWanted)
+    def _export_wanted(self) -> None:
+        self.open_export()
 
     def export(self, path: Path, fmt: str) -> str | None:
         try:
@@ -264,6 +330,11 @@ def session_from_args(args: argparse.Namespace) -> Session:
 def run_tui(args: argparse.Namespace) -> int:
     from ddpadvisor.evidence.intake import read_text
 
+    if sys.stderr.isatty():  # the knowledge base takes seconds to load on a cold cache
+        from ddpadvisor.i18n import detect
+
+        lang = detect(getattr(args, "lang", None))
+        print(t("Loading the knowledge base…", lang), file=sys.stderr, flush=True)
     session = session_from_args(args)
     has_sources = bool(session.observations() or session.sources)
     text = "\n\n".join(read_text(p) for p in getattr(args, "describe", []))

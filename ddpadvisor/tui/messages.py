@@ -124,3 +124,33 @@ class FixChosen(Message):
         super().__init__()
         self.cause = cause
         self.fix = fix
+
+
+# -- navigation: a screen asks the app to open another one -----------------------------------------
+class ResultsWanted(Message):
+    """Open the results screen, on ``tab``, with ``cause`` selected."""
+
+    def __init__(self, tab: str = "causes", cause: str | None = None) -> None:
+        super().__init__()
+        self.tab = tab
+        self.cause = cause
+
+
+class ExportWanted(Message):
+    """Open the export dialog."""
+
+
+class EvidenceWanted(Message):
+    """Open the "add evidence" dialog."""
+
+
+class ProbesWanted(Message):
+    """Run probes (``probes`` empty: every probe)."""
+
+    def __init__(self, probes: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.probes = probes
+
+
+class TraceWanted(Message):
+    """Trace the training script (the one loaded, else ask for its path)."""

@@ -14,7 +14,7 @@ from typing import Any
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.gather import Sources, gather
-from ddpadvisor.i18n import Lang, text
+from ddpadvisor.i18n import Lang, t, text
 from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.kb.values import ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation
@@ -38,6 +38,7 @@ class Prompt:
     expected_gain: float | None = None
     current: Any = None  # the answer given before, when editing
     editing: bool = False
+    declined: bool = False  # "don't know" was the answer given before, when editing
 
 
 def step_of(prompt: Prompt) -> str | None:
@@ -71,6 +72,9 @@ class Session:
     trace_dirs: list[Path] = field(default_factory=list)
     diagnosis: Diagnosis | None = None
     lang: Lang = "en"  # of the diagnosis' text; switching it keeps every answer
+    described: set[str] = field(default_factory=set)  # facts whose answer a description gave
+    descriptions: int = 0  # descriptions confirmed so far
+    asked: list[str] = field(default_factory=list)  # facts answered or declined here, in order
 
     def __post_init__(self) -> None:
         self.refresh()
@@ -209,6 +213,10 @@ class Session:
         if fact is None:
             raise ValueProblem(f"unknown fact {fact_id!r}")
         value = parse_value(fact, raw)
+        check_range(fact_id, value)
+        if fact_id not in self.asked:
+            self.asked.append(fact_id)
+        self.described.discard(fact_id)
         if value is None:
             self.answers.pop(fact_id, None)
             self.declined.add(fact_id)
@@ -224,29 +232,55 @@ class Session:
         self, findings: list[Any], resemblance: list[Resemblance] | None = None
     ) -> Diagnosis:
         """Facts the user confirmed from their own description (``intake.Finding``s), and the
-        causes they agreed it reads like (a new description replaces the earlier ones)."""
-        if resemblance is not None:
-            self.resemblance = list(resemblance)
+        causes they agreed it reads like. A later description adds to the earlier ones: its
+        facts join theirs (the same fact read again takes the newer value, which the describe
+        screen shows before it counts), and a cause both read like keeps the stronger match."""
+        if resemblance:
+            merged = {r.cause: r for r in self.resemblance}
+            for r in resemblance:
+                old = merged.get(r.cause)
+                if old is None or r.score > old.score:
+                    merged[r.cause] = r
+            self.resemblance = sorted(merged.values(), key=lambda r: -r.score)
         for f in findings:
             self.answers[f.fact] = Observation(
                 fact=f.fact,
                 value=f.value,
                 source="answer",
                 where=TUI_WHERE,
-                detail=f"from your description: \u201c{f.phrase}\u201d",
+                detail=t("from your description: \u201c{phrase}\u201d", phrase=f.phrase),
             )
             self.declined.discard(f.fact)
+            self.described.add(f.fact)
+            if f.fact not in self.asked:
+                self.asked.append(f.fact)
+        self.descriptions += 1
         return self.refresh()
+
+    def described_answers(self) -> dict[str, Observation]:
+        """The answers that came from a description (and were not changed since), by fact."""
+        return {f: obs for f, obs in self.answers.items() if f in self.described}
 
     def skip(self, fact_id: str, step: str | None = None) -> Diagnosis:
         """Decline a question (its fact is never asked again) or, given ``step``, a probe,
         trace or scan step: the step is not offered again, and the facts it would have
         measured can still be asked of the user."""
         self.declined.add(step or fact_id)
+        if step is None and fact_id not in self.asked:
+            self.asked.append(fact_id)
         return self.refresh()
 
     def history(self) -> list[Observation]:
         return list(self.answers.values())
+
+    def history_order(self) -> list[str]:
+        """Every fact the user answered or said "don't know" to, in the order first given
+        (answers from a loaded file first), so that any of them can be revisited."""
+        facts = self.engine.kb.facts
+        given = [f for f in self.asked if f in self.answers or f in self.declined]
+        earlier = [f for f in self.answers if f not in given]
+        earlier += sorted(f for f in self.declined if f in facts and f not in given)
+        return [*earlier, *given]
 
     # -- questions --------------------------------------------------------------------------
     def next_prompt(self) -> Prompt | None:
@@ -273,6 +307,7 @@ class Session:
             how="ask",
             current=obs.value if obs else None,
             editing=True,
+            declined=fact_id in self.declined,
         )
 
     # -- export -----------------------------------------------------------------------------
@@ -290,6 +325,66 @@ class Session:
         except OSError as exc:
             raise InputError(f"cannot write: {exc.strerror or exc}", path) from None
         return path
+
+
+# The values a number fact can take in a real job; a typed value outside is refused with one
+# line. (The KB's facts declare a type and bins but no range; until they do, the TUI keeps it.)
+# (low, high, low is included): None leaves that side open.
+VALUE_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
+    "grad_accum_steps": (1, None, True),
+    "per_gpu_batch_size": (1, None, True),
+    "world_size": (1, None, True),
+    "warmup_steps": (0, None, True),
+    "params_not_in_reducer": (0, None, True),
+    "optimizer_steps_without_sync": (0, None, True),
+    "nonfinite_grad_steps": (0, None, True),
+    "global_batch_ratio": (0, None, False),
+    "scheduler_steps_per_optimizer_step": (0, None, True),
+    "synced_backwards_per_optimizer_step": (0, None, True),
+    "synced_grad_norm_ratio": (0, None, True),
+    "token_count_imbalance": (1, None, True),
+    "adam_beta2": (0, 1, True),  # below 1: beta2 = 1 never forgets
+}
+
+
+def value_range(fact_id: str, type_: str) -> tuple[float | None, float | None, bool]:
+    """The range of a number fact: its entry above, else a count's (>= 0) for an int."""
+    return VALUE_RANGES.get(fact_id, (0, None, True) if type_ == "int" else (None, None, True))
+
+
+def range_text(fact_id: str, type_: str) -> str:
+    """The range as the question's hint shows it (">= 1", "0 <= x < 1"), "" when open."""
+    low, high, closed = value_range(fact_id, type_)
+    if low is None and high is None:
+        return ""
+    shown = [
+        format_value(int(x) if float(x).is_integer() else x) for x in (low, high) if x is not None
+    ]
+    if low is not None and high is not None:
+        return f"{shown[0]} {'<=' if closed else '<'} x < {shown[1]}"
+    if low is not None:
+        return f"{'>=' if closed else '>'} {shown[0]}"
+    return f"< {shown[0]}"
+
+
+def check_range(fact_id: str, value: object) -> None:
+    """Raise ValueProblem (one line, in the current language) for a number out of range."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    type_ = "int" if isinstance(value, int) else "float"
+    low, high, closed = value_range(fact_id, type_)
+    ok = (low is None or (value >= low if closed else value > low)) and (
+        high is None or value < high
+    )
+    if not ok:
+        raise ValueProblem(
+            t(
+                "{fact} must be {range}, got {value}",
+                fact=fact_id,
+                range=range_text(fact_id, type_),
+                value=format_value(value),
+            )
+        )
 
 
 def _choices(type_: str, values: list[str] | None) -> list[str] | None:

@@ -1,29 +1,34 @@
 """Describe the problem: the user's own words (or a pasted forum post) read for facts.
 
-Two steps in one dialog: type or paste the text and press ctrl+r to read it; then every fact
-found is listed with the phrase it came from, and below them the causes the text reads like
-with the words they share, all ticked. The user unticks what is wrong and presses ctrl+s: only
-the confirmed lines count, the facts as answers the history can still change.
+Two steps in one dialog: type or paste the text and press ctrl+r to read it (in a worker, with
+an indicator: the first read builds the KB's indexes); then every fact found is listed with
+the phrase it came from, and below them the causes the text reads like with the words they
+share, all ticked. The list scrolls, so every line can be reached with the arrow keys and
+unticked with space; ctrl+s uses the ticked lines, the facts as answers the history can still
+change. A second description adds to the first: its facts join the earlier ones (a fact read
+again shows the value it replaces), and the causes both read like are kept.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Footer, SelectionList, Static, TextArea
+from textual.widgets import Footer, LoadingIndicator, SelectionList, Static, TextArea
 
 from ddpadvisor.evidence.intake import Finding, described, extract
 from ddpadvisor.i18n import t
+from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.resemblance import Resemblance
-from ddpadvisor.tui.session import format_value
-
-if TYPE_CHECKING:
-    from ddpadvisor.tui.app import DDPAdvisorApp
+from ddpadvisor.observation import Observation
+from ddpadvisor.tui.controller import Controller
+from ddpadvisor.tui.session import show_value
+from ddpadvisor.tui.widgets.paragraph import Paragraph
 
 INTRO = (
     "Describe the problem in your own words, or paste your forum post (English or 中文): "
@@ -32,16 +37,23 @@ INTRO = (
 )
 
 
-def finding_label(f: Finding) -> Content:
+def finding_label(f: Finding, earlier: Observation | None = None) -> Content:
+    replaces = (
+        t("  (replaces {value})", value=show_value(earlier.value))
+        if earlier is not None and earlier.value != f.value
+        else ""
+    )
     return Content.assemble(
-        (f"{f.fact} = {format_value(f.value)}", "bold"),
+        (f"{f.fact} = {show_value(f.value)}", "bold"),
+        (replaces, "$text-warning"),
         "  \u2190 ",
-        ("code ", "italic") if f.origin == "code" else "",
+        (t("code") + " ", "italic") if f.origin == "code" else "",
         f"\u201c{f.phrase}\u201d",
     )
 
 
 SHOWN_RESEMBLANCE = 3  # causes the text reads like, offered below its facts
+DIALOG_HEIGHT = 0.9  # a dialog's max-height (.dialog in app.tcss)
 
 
 def resemblance_label(r: Resemblance) -> Content:
@@ -50,6 +62,11 @@ def resemblance_label(r: Resemblance) -> Content:
         f" ({r.score:.2f})  \u2190 ",
         ", ".join(r.words),
     )
+
+
+def read_text(kb: KnowledgeBase, text: str) -> tuple[list[Finding], list[Resemblance]]:
+    """The facts ``text`` states and the causes it reads like (slow the first time)."""
+    return extract(kb, text), described(kb, [text])[:SHOWN_RESEMBLANCE]
 
 
 class DescribeScreen(ModalScreen[int | None]):
@@ -61,57 +78,123 @@ class DescribeScreen(ModalScreen[int | None]):
         Binding("escape", "close", "Back"),
     ]
 
-    def __init__(self, text: str = "") -> None:
+    def __init__(self, controller: Controller, text: str = "") -> None:
         super().__init__()
+        self.controller = controller
         self.initial = text
         self.findings: list[Finding] = []
         self.resemblance: list[Resemblance] = []
-
-    @property
-    def advisor(self) -> DDPAdvisorApp:
-        return cast("DDPAdvisorApp", self.app)
+        self.reading = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="describe-box", classes="panel dialog"):
-            yield Static(Content(t(INTRO)), id="describe-intro")
+            yield Paragraph(t(INTRO), id="describe-intro")  # Chinese wraps by cells
             yield TextArea(self.initial, id="describe-text", soft_wrap=True)
             yield Static("", id="describe-status")
+            yield LoadingIndicator(id="describe-reading")
             yield SelectionList[int](id="describe-found")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one("#describe-box").border_title = t("Describe the problem")
+        self.controller.localise(self)
+        box = self.query_one("#describe-box")
+        box.border_title = t("Describe the problem")
+        earlier = self.earlier()
+        if earlier:
+            box.border_subtitle = t(
+                "adds to your earlier description ({n} facts kept)", n=len(earlier)
+            )
         self.query_one("#describe-found", SelectionList).display = False
+        self.query_one("#describe-reading").display = False
         text = self.query_one("#describe-text", TextArea)
         text.cursor_blink = False
         text.focus()
 
+    def earlier(self) -> dict[str, Observation]:
+        """Answers that came from an earlier description, by fact."""
+        return self.controller.session.described_answers()
+
+    # -- reading ----------------------------------------------------------------------------
     def action_read(self) -> None:
+        if self.reading:
+            return
         text = self.query_one("#describe-text", TextArea).text
-        kb = self.advisor.session.engine.kb
-        self.findings = extract(kb, text)
-        self.resemblance = described(kb, [text])[:SHOWN_RESEMBLANCE]
+        self.reading = True
+        self.query_one("#describe-status", Static).update(t("Reading your description…"))
+        self.query_one("#describe-reading").display = True
+        self.query_one("#describe-found", SelectionList).display = False
+        self._read(text)
+
+    @work(thread=True, exclusive=True, group="describe-read", exit_on_error=False)
+    def _read(self, text: str) -> None:
+        try:
+            findings, resemblance = read_text(self.controller.session.engine.kb, text)
+        except Exception as exc:  # a reader bug must not take the session down
+            self.app.call_from_thread(self._failed, str(exc))
+            return
+        self.app.call_from_thread(self._show, findings, resemblance)
+
+    def _failed(self, problem: str) -> None:
+        self.reading = False
+        if not self.is_attached:  # closed while it was reading
+            return
+        self.query_one("#describe-reading").display = False
+        self.query_one("#describe-status", Static).update(
+            Content(t("Could not read it: {problem}", problem=problem))
+        )
+
+    def _show(self, findings: list[Finding], resemblance: list[Resemblance]) -> None:
+        self.reading = False
+        if not self.is_attached:  # closed while it was reading: nothing to show
+            return
+        self.findings, self.resemblance = findings, resemblance
+        self.query_one("#describe-reading").display = False
         found = self.query_one("#describe-found", SelectionList)
         found.clear_options()
         status = self.query_one("#describe-status", Static)
         if not self.findings and not self.resemblance:
             status.update(t("Nothing recognised. Add details, or Esc to answer questions instead."))
             found.display = False
+            self.query_one("#describe-box").remove_class("-read")
             return
         n = len(self.findings)
-        found.add_options([(finding_label(f), i, True) for i, f in enumerate(self.findings)])
+        earlier = self.earlier()
+        found.add_options(
+            [(finding_label(f, earlier.get(f.fact)), i, True) for i, f in enumerate(self.findings)]
+        )
         found.add_options(
             [(resemblance_label(r), n + i, True) for i, r in enumerate(self.resemblance)]
         )
+        # The text box shrinks so the list has the room: every line stays reachable.
+        self.query_one("#describe-box").add_class("-read")
         found.display = True
+        self.call_after_refresh(self._fit_list)
         status.update(
             t(
                 "Found {n} facts. Untick any that are wrong (space), then ctrl+s to use the rest.",
                 n=len(self.findings),
             )
         )
+        found.highlighted = 0
         found.focus()
 
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit_list)
+
+    def _fit_list(self) -> None:
+        """The list's height: what the dialog (at most 90% of the screen) leaves it, so that it
+        scrolls inside the dialog instead of running past the dialog's edge."""
+        found = self.query_one("#describe-found", SelectionList)
+        box = self.query_one("#describe-box")
+        room = int(self.size.height * DIALOG_HEIGHT) - box.styles.gutter.height
+        for child in box.children:
+            if child is not found and child.display:
+                room -= child.outer_size.height + max(
+                    child.styles.margin.top, child.styles.margin.bottom
+                )
+        found.styles.max_height = max(3, room)
+
+    # -- confirming -------------------------------------------------------------------------
     def confirmed(self) -> list[Finding]:
         found = self.query_one("#describe-found", SelectionList)
         return [self.findings[i] for i in found.selected if i < len(self.findings)]
@@ -122,12 +205,14 @@ class DescribeScreen(ModalScreen[int | None]):
         return [self.resemblance[i - n] for i in found.selected if i >= n]
 
     def action_confirm(self) -> None:
+        if self.reading:
+            self.notify(t("Still reading your description…"), timeout=2)
+            return
         if not self.findings and not self.resemblance:
             self.action_read()
             return
         chosen = self.confirmed()
-        self.advisor.session.answer_described(chosen, self.confirmed_resemblance())
-        self.advisor.changed("description read")
+        self.controller.describe(chosen, self.confirmed_resemblance())
         self.dismiss(len(chosen))
 
     def action_close(self) -> None:

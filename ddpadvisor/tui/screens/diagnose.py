@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -12,14 +12,19 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from ddpadvisor.i18n import t
-from ddpadvisor.kb.values import ValueProblem
+from ddpadvisor.tui.controller import Controller
 from ddpadvisor.tui.messages import (
     AnswerChosen,
     CauseHighlighted,
     DiagnosisUpdated,
     EditAnswer,
+    EvidenceWanted,
+    ExportWanted,
+    ProbesWanted,
     QuestionSkipped,
+    ResultsWanted,
     RunAsked,
+    TraceWanted,
 )
 from ddpadvisor.tui.session import Prompt, step_of
 from ddpadvisor.tui.widgets.claims import ClaimsPanel
@@ -28,9 +33,6 @@ from ddpadvisor.tui.widgets.question import QuestionPanel
 from ddpadvisor.tui.widgets.ranking import RankingList
 from ddpadvisor.tui.widgets.summary import SummaryBar
 from ddpadvisor.tui.widgets.why import WhyPanel
-
-if TYPE_CHECKING:
-    from ddpadvisor.tui.app import DDPAdvisorApp
 
 # Below this size the screen is compact: question + one detail pane chosen with `v`.
 ROOMY_WIDTH, ROOMY_HEIGHT = 110, 34
@@ -53,15 +55,12 @@ class DiagnoseScreen(Screen[None]):
         Binding("e", "export", "Save"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, controller: Controller) -> None:
         super().__init__()
+        self.controller = controller
         self.editing: str | None = None  # fact whose earlier answer is being changed
         self.view = "ranking"
         self.prompt: Prompt | None = None
-
-    @property
-    def advisor(self) -> DDPAdvisorApp:
-        return cast("DDPAdvisorApp", self.app)
 
     def compose(self) -> ComposeResult:
         yield SummaryBar(id="summary")
@@ -76,7 +75,7 @@ class DiagnoseScreen(Screen[None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.advisor.localise(self)
+        self.controller.localise(self)
         self._fit(self.app.size.width, self.app.size.height)
         self.set_class(True, f"view-{self.view}")
         self.update("start")
@@ -90,14 +89,14 @@ class DiagnoseScreen(Screen[None]):
 
     # -- rendering the diagnosis ------------------------------------------------------------
     def update(self, reason: str) -> None:
-        session = self.advisor.session
+        session = self.controller.session
         diagnosis = session.current
         self.query_one(SummaryBar).show(diagnosis, len(session.answers))
         ranking = self.query_one(RankingList)
         ranking.show(diagnosis)
         self._show_why(ranking.selected_cause)
         self.query_one(ClaimsPanel).show(diagnosis.claims)
-        self.query_one(HistoryList).show(list(session.answers), diagnosis.facts)
+        self.query_one(HistoryList).show(session.history_order(), diagnosis.facts)
         if self.editing is not None:
             self.prompt = session.edit_prompt(self.editing)
         else:
@@ -112,45 +111,48 @@ class DiagnoseScreen(Screen[None]):
         self.post_message(DiagnosisUpdated(diagnosis, reason))
 
     def _show_why(self, cause_id: str | None) -> None:
-        diagnosis = self.advisor.session.current
+        diagnosis = self.controller.session.current
         cause = next((c for c in diagnosis.causes if c.id == cause_id), diagnosis.causes[0])
         self.query_one(WhyPanel).show(cause)
 
     # -- messages from the widgets ----------------------------------------------------------
     @on(AnswerChosen)
     def _answered(self, event: AnswerChosen) -> None:
-        try:
-            self.advisor.session.answer(event.fact, event.value)
-        except ValueProblem as problem:
-            self.query_one(QuestionPanel).reject(problem)
-            return
-        self.editing = None
-        self.update(f"answered {event.fact}")
+        event.stop()
+        editing, self.editing = self.editing, None
+        problem = self.controller.answer(event.fact, event.value)  # re-renders this screen
+        if problem is not None:
+            self.editing = editing
+            self.query_one(QuestionPanel).show_error(problem)
 
     @on(QuestionSkipped)
     def _skipped(self, event: QuestionSkipped) -> None:
-        self.advisor.session.skip(event.fact, event.step)
+        event.stop()
         self.editing = None
-        self.update(f"skipped {event.fact}")
+        self.controller.skip(event.fact, event.step)  # re-renders this screen
 
     @on(EditAnswer)
     def _edit(self, event: EditAnswer) -> None:
-        session = self.advisor.session
-        fact = next((f for f in session.current.facts if f.fact == event.fact), None)
+        self.edit(event.fact)
+
+    def edit(self, fact_id: str) -> None:
+        """Show the question of ``fact_id`` again, its earlier answer marked, to change it."""
+        session = self.controller.session
+        fact = next((f for f in session.current.facts if f.fact == fact_id), None)
         if fact is not None and fact.source not in ("answer",):
             self.notify(
                 t(
                     "{fact} comes from {source} ({where}); a measured or scanned value wins "
                     "over an answer.",
-                    fact=event.fact,
+                    fact=fact_id,
                     source=t(fact.source),
                     where=fact.where or t("no location"),
                 ),
                 severity="warning",
             )
             return
-        self.editing = event.fact
-        self.update(f"editing {event.fact}")
+        self.editing = fact_id
+        self.update(f"editing {fact_id}")
         self.query_one(QuestionPanel).focus_answer()
 
     @on(CauseHighlighted)
@@ -160,12 +162,13 @@ class DiagnoseScreen(Screen[None]):
     @on(RankingList.OptionSelected, "#ranking")
     def _cause_opened(self, event: RankingList.OptionSelected) -> None:
         event.stop()
-        self.advisor.show_results(cause=event.option_id)
+        self.post_message(ResultsWanted(cause=event.option_id))
 
     @on(RunAsked)
     def _run_asked(self, event: RunAsked) -> None:
+        event.stop()
         if event.kind == "probe":
-            self.advisor.start_probes((event.probe,) if event.probe else ())
+            self.post_message(ProbesWanted((event.probe,) if event.probe else ()))
         else:
             self.action_trace()
 
@@ -186,7 +189,7 @@ class DiagnoseScreen(Screen[None]):
 
     def action_back(self) -> None:
         """Step back through earlier answers, newest first, to change one."""
-        order = list(self.advisor.session.answers)
+        order = self.controller.session.history_order()
         if not order:
             self.notify(t("No answer to go back to yet."))
             return
@@ -194,7 +197,9 @@ class DiagnoseScreen(Screen[None]):
             index = max(0, order.index(self.editing) - 1)
         else:
             index = len(order) - 1
-        self.post_message(EditAnswer(order[index]))
+        # At once, not by a message: a second b pressed before a message was handled would
+        # otherwise go back to the same answer again.
+        self.edit(order[index])
 
     def action_cycle_view(self) -> None:
         self.set_class(False, f"view-{self.view}")
@@ -204,19 +209,19 @@ class DiagnoseScreen(Screen[None]):
             self.notify(t("Showing {view}", view=t(self.view)), timeout=1.5)
 
     def action_results(self) -> None:
-        self.advisor.show_results(cause=self.query_one(RankingList).selected_cause)
+        self.post_message(ResultsWanted(cause=self.query_one(RankingList).selected_cause))
 
     def action_probe(self) -> None:
         if self.prompt is not None and self.prompt.how == "probe" and self.prompt.probe:
-            self.advisor.start_probes((self.prompt.probe,))
+            self.post_message(ProbesWanted((self.prompt.probe,)))
         else:
-            self.advisor.start_probes(())
+            self.post_message(ProbesWanted())
 
     def action_trace(self) -> None:
-        self.advisor.ask_trace()
+        self.post_message(TraceWanted())
 
     def action_add_evidence(self) -> None:
-        self.advisor.open_evidence(start=False)
+        self.post_message(EvidenceWanted())
 
     def action_export(self) -> None:
-        self.advisor.open_export()
+        self.post_message(ExportWanted())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -16,11 +16,9 @@ from textual.widgets import Footer, Input, OptionList
 from textual.widgets.option_list import Option
 
 from ddpadvisor.i18n import t
+from ddpadvisor.tui.controller import Controller
 from ddpadvisor.tui.widgets.error_line import ErrorLine
 from ddpadvisor.tui.widgets.paragraph import Paragraph
-
-if TYPE_CHECKING:
-    from ddpadvisor.tui.app import DDPAdvisorApp
 
 
 @dataclass(frozen=True)
@@ -59,14 +57,11 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
         Binding("escape", "close", "Close"),
     ]
 
-    def __init__(self, *, start: bool) -> None:
+    def __init__(self, controller: Controller, *, start: bool) -> None:
         super().__init__()
+        self.controller = controller
         self.start = start
         self.choice: Choice | None = None
-
-    @property
-    def advisor(self) -> DDPAdvisorApp:
-        return cast("DDPAdvisorApp", self.app)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="evidence-box", classes="panel dialog"):
@@ -90,7 +85,7 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.advisor.localise(self)
+        self.controller.localise(self)
         box = self.query_one("#evidence-box")
         box.border_title = t("Start: what do you have?") if self.start else t("Add evidence")
         box.border_subtitle = t("l: 中文")
@@ -134,7 +129,7 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
         if self.choice.id == "run-trace":
             self.dismiss(EvidenceResult("run-trace", path))
             return
-        problem = self.advisor.load_evidence(self.choice.id, path)
+        problem = self.controller.load_evidence(self.choice.id, path)
         if problem:
             self._error(problem)
             return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -13,12 +13,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input
 
 from ddpadvisor.i18n import t
+from ddpadvisor.tui.controller import Controller
 from ddpadvisor.tui.messages import ReportExported
 from ddpadvisor.tui.widgets.error_line import ErrorLine
 from ddpadvisor.tui.widgets.paragraph import Paragraph
-
-if TYPE_CHECKING:
-    from ddpadvisor.tui.app import DDPAdvisorApp
 
 DEFAULT_NAMES = {"markdown": "ddpadvisor-report.md", "json": "ddpadvisor-session.json"}
 
@@ -32,9 +30,9 @@ class ExportScreen(ModalScreen[Path | None]):
         Binding("escape", "close", "Cancel"),
     ]
 
-    @property
-    def advisor(self) -> DDPAdvisorApp:
-        return cast("DDPAdvisorApp", self.app)
+    def __init__(self, controller: Controller) -> None:
+        super().__init__()
+        self.controller = controller
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box", classes="panel dialog"):
@@ -53,7 +51,7 @@ class ExportScreen(ModalScreen[Path | None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.advisor.localise(self)
+        self.controller.localise(self)
         self.query_one("#export-box").border_title = t("Export the session")
         self.query_one("#export-path", Input).focus()
 
@@ -77,7 +75,7 @@ class ExportScreen(ModalScreen[Path | None]):
             return
         path = Path(text).expanduser()
         fmt = format_for(path)
-        problem = self.advisor.export(path, fmt)
+        problem = self.controller.export(path, fmt)
         if problem:
             self.query_one("#export-error", ErrorLine).show(problem)
             return

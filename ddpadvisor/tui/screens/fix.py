@@ -11,6 +11,7 @@ from textual.widgets import Footer
 
 from ddpadvisor.i18n import t
 from ddpadvisor.report.models import FixOut
+from ddpadvisor.tui.controller import Controller
 from ddpadvisor.tui.messages import VerifyReported
 from ddpadvisor.tui.widgets.fix_view import FixView
 
@@ -24,8 +25,9 @@ class FixScreen(ModalScreen[None]):
         Binding("escape", "dismiss", "Close"),
     ]
 
-    def __init__(self, cause_id: str, fix: FixOut) -> None:
+    def __init__(self, controller: Controller, cause_id: str, fix: FixOut) -> None:
         super().__init__()
+        self.controller = controller
         self.cause_id = cause_id
         self.fix = fix
 
@@ -34,9 +36,7 @@ class FixScreen(ModalScreen[None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        localise = getattr(self.app, "localise", None)
-        if localise is not None:
-            localise(self)
+        self.controller.localise(self)
 
     def action_copy_verify(self) -> None:
         self.app.copy_to_clipboard(self.fix.verify.command)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -13,7 +13,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from ddpadvisor.i18n import t
-from ddpadvisor.tui.messages import CauseHighlighted, FixChosen
+from ddpadvisor.tui.controller import Controller
+from ddpadvisor.tui.messages import CauseHighlighted, ExportWanted
 from ddpadvisor.tui.screens.diagnose import ROOMY_HEIGHT, ROOMY_WIDTH
 from ddpadvisor.tui.session import show_value
 from ddpadvisor.tui.widgets.cause_detail import CauseDetail
@@ -21,10 +22,6 @@ from ddpadvisor.tui.widgets.claims import ClaimsPanel
 from ddpadvisor.tui.widgets.plots_panel import PlotsPanel
 from ddpadvisor.tui.widgets.ranking import RankingList
 from ddpadvisor.tui.widgets.summary import SummaryBar
-
-if TYPE_CHECKING:
-    from ddpadvisor.tui.app import DDPAdvisorApp
-
 
 TABS = {"causes": "Causes & fixes", "advice": "Forum advice", "plots": "Plots", "facts": "Facts"}
 
@@ -40,14 +37,13 @@ class ResultsScreen(Screen[None]):
         Binding("e", "export", "Export"),
     ]
 
-    def __init__(self, tab: str = "causes", *, cause: str | None = None) -> None:
+    def __init__(
+        self, controller: Controller, tab: str = "causes", *, cause: str | None = None
+    ) -> None:
         super().__init__()
+        self.controller = controller
         self.initial_tab = tab
         self.initial_cause = cause
-
-    @property
-    def advisor(self) -> DDPAdvisorApp:
-        return cast("DDPAdvisorApp", self.app)
 
     def compose(self) -> ComposeResult:
         yield SummaryBar(id="results-summary")
@@ -65,7 +61,7 @@ class ResultsScreen(Screen[None]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.advisor.localise(self)
+        self.controller.localise(self)
         self._fit(self.app.size.width, self.app.size.height)
         self.refresh_results()
         ranking = self.query_one(RankingList)
@@ -84,7 +80,7 @@ class ResultsScreen(Screen[None]):
         self.refresh_results()
 
     def refresh_results(self) -> None:
-        session = self.advisor.session
+        session = self.controller.session
         diagnosis = session.current
         self.query_one(SummaryBar).show(diagnosis, len(session.answers))
         tabs = self.query_one(TabbedContent)
@@ -111,7 +107,7 @@ class ResultsScreen(Screen[None]):
         )
 
     def _detail(self, cause_id: str | None) -> None:
-        diagnosis = self.advisor.session.current
+        diagnosis = self.controller.session.current
         cause = next((c for c in diagnosis.causes if c.id == cause_id), diagnosis.causes[0])
         self.query_one(CauseDetail).show(cause)
 
@@ -123,10 +119,6 @@ class ResultsScreen(Screen[None]):
     def _cause_chosen(self, event: RankingList.OptionSelected) -> None:
         event.stop()
         self.action_open_fix()
-
-    @on(FixChosen)
-    def _fix(self, event: FixChosen) -> None:
-        self.advisor.open_fix(event.cause.id, event.fix)
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
@@ -145,4 +137,4 @@ class ResultsScreen(Screen[None]):
             self.notify(t("The selected cause has no fix."), severity="warning")
 
     def action_export(self) -> None:
-        self.advisor.open_export()
+        self.post_message(ExportWanted())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -12,35 +12,30 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer
 from textual.worker import Worker
 
+from ddpadvisor.tui.controller import Controller
 from ddpadvisor.tui.messages import RunEnded, RunFinished, RunProgressed, RunStarted
 from ddpadvisor.tui.runners import Runner, RunOutcome, RunProgress, RunRequest
 from ddpadvisor.tui.widgets.run_panel import RunPanel
-
-if TYPE_CHECKING:
-    from ddpadvisor.tui.app import DDPAdvisorApp
 
 
 class RunScreen(ModalScreen[RunOutcome | None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel_or_close", "Cancel/close")]
 
-    def __init__(self, request: RunRequest, runner: Runner) -> None:
+    def __init__(self, controller: Controller, request: RunRequest, runner: Runner) -> None:
         super().__init__()
+        self.controller = controller
         self.request = request
         self.runner = runner
         self.running = False
         self.outcome: RunOutcome | None = None
         self.worker: Worker[None] | None = None
 
-    @property
-    def advisor(self) -> DDPAdvisorApp:
-        return cast("DDPAdvisorApp", self.app)
-
     def compose(self) -> ComposeResult:
         yield RunPanel(self.request, id="run-panel", classes="panel dialog")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.advisor.localise(self)
+        self.controller.localise(self)
         self.running = True
         self.post_message(RunStarted(self.request))
         self.worker = self.execute()
@@ -54,7 +49,7 @@ class RunScreen(ModalScreen[RunOutcome | None]):
             self.post_message(RunProgressed(step))
 
         try:
-            outcome = await self.runner(self.request, self.advisor.session.engine.kb, progress)
+            outcome = await self.runner(self.request, self.controller.session.engine.kb, progress)
         except asyncio.CancelledError:
             self.post_message(RunEnded(self.request, cancelled=True))
             raise
@@ -72,7 +67,7 @@ class RunScreen(ModalScreen[RunOutcome | None]):
         self.running = False
         self.outcome = event.outcome
         self.query_one(RunPanel).finished(event.outcome)
-        self.advisor.apply_outcome(event.request, event.outcome)
+        # not stopped: the app, above this screen, adds the outcome to the session
 
     @on(RunEnded)
     def _ended(self, event: RunEnded) -> None:

@@ -1,4 +1,5 @@
-"""Answers given so far (in the order given) and facts from other sources; Enter edits one."""
+"""Answers given so far (in the order given, "don't know" included) and facts from other
+sources; Enter changes one."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ def fact_line(number: int | None, fact: FactOut, width: int = 0) -> Content:
     return hang(Content.styled(label, "$text-muted"), body, width)
 
 
+def unknown_line(number: int, fact_id: str, width: int = 0) -> Content:
+    """A question answered "don't know": listed, so that it can be answered after all."""
+    body = Content.assemble((fact_id, "bold"), " = ", (t("don't know"), "italic"))
+    return hang(Content.styled(f"{number:>2}. ", "$text-muted"), body, width)
+
+
 class HistoryList(OptionList):
     DEFAULT_CLASSES = "panel"
 
@@ -38,7 +45,8 @@ class HistoryList(OptionList):
         self.facts: list[FactOut] = []
 
     def show(self, order: list[str], facts: list[FactOut]) -> None:
-        """``order``: facts answered in the TUI, oldest first; the rest follow by name."""
+        """``order``: facts answered (or said "don't know" to), oldest first; the facts from
+        other sources follow by name."""
         self.order, self.facts = order, facts
         self.border_title = t("Evidence · Enter changes an answer")
         self._rebuild()
@@ -52,8 +60,13 @@ class HistoryList(OptionList):
         keep = self.highlighted_option.id if self.highlighted_option else None
         by_fact = {f.fact: f for f in facts}
         options = []
-        for n, fact_id in enumerate((f for f in order if f in by_fact), start=1):
-            options.append(Option(fact_line(n, by_fact[fact_id], width), id=fact_id))
+        for n, fact_id in enumerate(order, start=1):
+            line = (
+                fact_line(n, by_fact[fact_id], width)
+                if fact_id in by_fact
+                else unknown_line(n, fact_id, width)
+            )
+            options.append(Option(line, id=fact_id))
         for fact in facts:
             if fact.fact not in order:
                 options.append(Option(fact_line(None, fact, width), id=fact.fact))

@@ -1,20 +1,28 @@
-"""The question being asked: its text, its typed choices and "don't know", or a probe to run."""
+"""The question being asked: its text, its typed choices and "don't know", or a probe to run.
+
+The question's words scroll in a box of bounded height, so a long question never pushes its
+choices off the screen. A number is typed in a field that lets go: it takes only what a number
+is written with, so every other key (d for "don't know", s, b, v, o ...) reaches the screen,
+and Esc leaves the field for the choices below it.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
+from textual.message import Message
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
 from ddpadvisor.i18n import t
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.tui.messages import AnswerChosen, QuestionSkipped, RunAsked
-from ddpadvisor.tui.session import Prompt, format_value, step_of
+from ddpadvisor.tui.session import Prompt, format_value, range_text, step_of
 from ddpadvisor.tui.widgets.error_line import ErrorLine
 from ddpadvisor.tui.widgets.paragraph import Paragraph
 
@@ -24,6 +32,45 @@ RUN = "run"
 ANSWER = "answer:"  # option ids of answers carry the value after this prefix
 
 _BOOL_LABELS = {"true": "yes", "false": "no"}
+DONT_KNOW_KEY = "d"  # not a digit: a number field lets it through, and 0 stays a number
+
+# What a number is written with; any other key is left to the screen's bindings.
+NUMBER_CHARS = {"int": set("0123456789-+"), "float": set("0123456789-+.eE")}
+
+
+class AnswerInput(Input):
+    """The typed answer. For an int or float it lets go of every key a number is not written
+    with; for text it takes every printable key. Esc leaves it either way."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "leave", "Leave the field", show=False),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kind = "int"
+
+    def _takes(self, character: str | None) -> bool:
+        if character is None:
+            return False
+        chars = NUMBER_CHARS.get(self.kind)
+        return character.isprintable() if chars is None else character in chars
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        return self._takes(character)
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.is_printable and not self._takes(event.character):
+            # Not typed (Input's own handler is skipped) and not stopped: the key bubbles up
+            # to the screen, whose binding may take it.
+            event.prevent_default()
+            return
+
+    def action_leave(self) -> None:
+        self.post_message(self.Left())
+
+    class Left(Message):
+        """Esc in the field: the keyboard goes to the choices below it."""
 
 
 class QuestionPanel(Vertical):
@@ -37,9 +84,10 @@ class QuestionPanel(Vertical):
         self._values: list[str] = []  # answer values in the order of their number keys
 
     def compose(self) -> ComposeResult:
-        yield Paragraph(id="q-text")
-        yield Paragraph(id="q-help", classes="muted")
-        yield Input(id="q-input")
+        with VerticalScroll(id="q-words"):
+            yield Paragraph(id="q-text")
+            yield Paragraph(id="q-help", classes="muted")
+        yield AnswerInput(id="q-input")
         yield OptionList(id="q-choices")
         yield ErrorLine(id="q-error")
 
@@ -48,7 +96,7 @@ class QuestionPanel(Vertical):
         self.prompt = prompt
         text = self.query_one("#q-text", Paragraph)
         help_ = self.query_one("#q-help", Paragraph)
-        entry = self.query_one("#q-input", Input)
+        entry = self.query_one("#q-input", AnswerInput)
         choices = self.query_one("#q-choices", OptionList)
         self.query_one("#q-error", ErrorLine).show("")
         self._values = []
@@ -96,15 +144,21 @@ class QuestionPanel(Vertical):
                     _option(i, label + (t("  (current)") if current else ""), ANSWER + value)
                 )
                 self._values.append(value)
-            options.append(_option(0, t("don't know"), DONT_KNOW))
+            options.append(_dont_know(prompt))
             entry.display = False
         else:
             entry.display = True
+            entry.kind = prompt.type
             entry.value = "" if prompt.current is None else format_value(prompt.current)
+            kind = t({"int": "a whole number", "float": "a number"}.get(prompt.type, "text"))
+            limits = range_text(prompt.fact, prompt.type) if prompt.type in NUMBER_CHARS else ""
             entry.placeholder = t(
-                {"int": "a whole number", "float": "a number"}.get(prompt.type, "text")
+                "{kind}{range} · Enter answers · Esc leaves the field",
+                kind=kind,
+                range=f" {limits}" if limits else "",
             )
-            options = [_option(0, t("don't know"), DONT_KNOW)]
+            options = [_dont_know(prompt)]
+        self.query_one("#q-words", VerticalScroll).scroll_home(animate=False)
         choices.set_options(options)
         choices.display = True
         choices.highlighted = self._current_index(prompt)
@@ -120,7 +174,7 @@ class QuestionPanel(Vertical):
         self.query_one("#q-error", ErrorLine).show(message)
 
     def focus_answer(self) -> None:
-        entry = self.query_one("#q-input", Input)
+        entry = self.query_one("#q-input", AnswerInput)
         if entry.display:
             entry.focus()
         else:
@@ -128,7 +182,8 @@ class QuestionPanel(Vertical):
 
     # -- choosing ---------------------------------------------------------------------------
     def choose(self, number: int) -> bool:
-        """Answer with the choice shown as ``number`` (0 = don't know); False if none."""
+        """Answer with the choice shown as ``number`` (0 = don't know, as d); False if none.
+        For a number question the digit goes into its field instead."""
         if self.prompt is None:
             return False
         if self.prompt.how in ("probe", "trace"):
@@ -139,6 +194,12 @@ class QuestionPanel(Vertical):
                 self._post_choice(SKIP)
                 return True
             return False
+        entry = self.query_one("#q-input", AnswerInput)
+        if entry.display:
+            # A digit typed while the keyboard is on the choices goes into the number field.
+            entry.focus()
+            entry.insert_text_at_cursor(str(number))
+            return True
         if number == 0:
             self._post_choice(DONT_KNOW)
             return True
@@ -201,9 +262,19 @@ class QuestionPanel(Vertical):
     def reject(self, problem: ValueProblem) -> None:
         self.show_error(str(problem))
 
+    @on(AnswerInput.Left)
+    def _left(self, event: AnswerInput.Left) -> None:
+        event.stop()
+        self.query_one("#q-choices", OptionList).focus()
 
-def _option(number: int, label: str, option_id: str) -> Option:
-    return Option(Content.assemble((f"{number} ", "bold $text-accent"), label), id=option_id)
+
+def _option(key: int | str, label: str, option_id: str) -> Option:
+    return Option(Content.assemble((f"{key} ", "bold $text-accent"), label), id=option_id)
+
+
+def _dont_know(prompt: Prompt) -> Option:
+    label = t("don't know") + (t("  (current)") if prompt.declined else "")
+    return _option(DONT_KNOW_KEY, label, DONT_KNOW)
 
 
 def _title(prompt: Prompt) -> str:
