@@ -20,7 +20,9 @@ Replay, as a person at the prompt with a post and no script or cluster at hand:
 2. Then at most ``--steps`` times the FIRST entry of ``next_steps``: a question is answered from
    the sheet or declined ("don't know"); a scan or trace is declined with ``--without script``
    (the bench holds no script), a probe with ``--without machine``, unless the post itself
-   reported what that step measures (``measured``).
+   reported what that step measures (``measured``); an attach step reads the post itself as
+   the file (a log or config pasted in it is a file the reporter has), and is declined with
+   ``--set attach=unknown`` when that yields nothing.
 Figures: top-1 and top-3 of the resolved cause after the steps, for the catalogued cases and
 the cases resolved outside the catalogue (``other``), tuned beside held out. Tune on the tuned
 part only.
@@ -121,6 +123,22 @@ def load_cases(folder: Path = BLIND, corpus: Path = CORPUS) -> list[BlindCase]:
     return out
 
 
+def attached(kb: Any, text: str) -> list[Any]:
+    """What ``--attach`` reads from the post saved as a file (its logs, configs, commands)."""
+    import tempfile
+
+    from ddpadvisor.errors import InputError
+    from ddpadvisor.evidence.sources.attach import read as read_attached
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "post.txt"
+        path.write_text(text, encoding="utf-8")
+        try:
+            return list(read_attached(kb, path).observations)
+        except InputError:
+            return []
+
+
 def _rank(diagnosis: Any, cause: str) -> int:
     ids = [c.id for c in diagnosis.causes]
     return ids.index(cause) + 1 if cause in ids else len(ids) + 1
@@ -173,6 +191,16 @@ def replay(engine: Any, case: BlindCase, max_steps: int) -> Outcome:
             else:
                 observations.append(obs)
                 steps.append(f"ask {fact}: {obs.value}")
+        elif step.kind == "attach":
+            # the reporter attaches what they pasted (a log or config in the post is a file they
+            # have); a post that yields nothing as a file is declined
+            got = [o for o in attached(kb, text) if o.fact not in {x.fact for x in observations}]
+            if got:
+                observations.extend(got)
+                steps.append(f"attach: {', '.join(o.fact for o in got)} from the pasted text")
+            else:
+                declined.append("attach")
+                steps.append("attach: declined (--set attach=unknown)")
         else:
             got = [
                 o

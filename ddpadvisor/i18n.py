@@ -154,6 +154,9 @@ ZH: dict[str, str] = {
     # next steps and the catch-all's verdicts (engine/diagnose.py)
     "Run the {probe} probe": "运行 {probe} 探针",
     "Trace your training script for a few steps": "用 trace 跑几步你的训练脚本",
+    "Attach a file you already have: the run's log or trainer_state.json, its config, its launch command or pip list": (
+        "附上你手头已有的文件：训练日志或 trainer_state.json、配置文件、启动命令或 pip list"
+    ),
     "Scan your training script": "静态扫描你的训练脚本",
     "Would settle: ": "可以确定：",
     "Nothing catalogued fits (a symptom a healthy job rarely shows, but no known cause explains it)": (

@@ -206,3 +206,18 @@ def test_gradients_compared_by_eye_are_an_answer(engine: Engine) -> None:
         "faulty-collective",
         "clip-on-local-grads",
     }
+
+
+def test_attaching_a_file_is_a_step_everyone_can_take(engine: Engine) -> None:
+    spikes = [Observation(fact="loss_pattern", value="spikes", source="answer")]
+    d = engine.diagnose(spikes)
+    attach = next(s for s in d.next_steps if s.kind == "attach")
+    assert "--attach" in (attach.command or "") and attach.decline == ["--set attach=unknown"]
+    # nobody lacks it: saying there is no script or machine leaves it offered
+    d = engine.diagnose(spikes, declined=["without:script", "without:machine"])
+    assert any(s.kind == "attach" for s in d.next_steps)
+    assert not any(
+        s.kind == "attach" for s in engine.diagnose(spikes, declined=["attach"]).next_steps
+    )
+    logged = Observation(fact="precision", value="fp16_amp", source="log", where="ds.json")
+    assert not any(s.kind == "attach" for s in engine.diagnose([*spikes, logged]).next_steps)

@@ -294,6 +294,13 @@ class Engine:
         elif step.kind == "trace":
             title = t("Trace your training script for a few steps", lang)
             command = COMMANDS["trace"]
+        elif step.kind == "attach":
+            title = t(
+                "Attach a file you already have: the run's log or trainer_state.json, its "
+                "config, its launch command or pip list",
+                lang,
+            )
+            command = COMMANDS["attach"]
         else:
             title = t("Scan your training script", lang)
             command = COMMANDS["scan"]

@@ -28,22 +28,29 @@ from ddpadvisor.observation import NEEDS, Observation
 # Cost and the chance it can be carried out, per kind of measured step. A probe needs torchrun
 # on the machine; a trace needs the training script and a short run of it; a scan needs the
 # script file only.
-STEP_COST = {"probe": 3.0, "trace": 5.0, "scan": 2.0}
-STEP_CHANCE = {"probe": 0.7, "trace": 0.6, "scan": 0.8}
+# attach: a file the user already has (the run's log or trainer_state.json, its DeepSpeed or
+# accelerate config, its launch command, pip list / collect_env); nearly everyone has one.
+STEP_COST = {"probe": 3.0, "trace": 5.0, "scan": 2.0, "attach": 1.0}
+STEP_CHANCE = {"probe": 0.7, "trace": 0.6, "scan": 0.8, "attach": 0.8}
 GPU_UNKNOWN_CHANCE = 0.5  # a GPU-only probe where nobody said whether a GPU is at hand
 JOINT_FACTS = 3  # a measured step's gain is enumerated over its this-many best facts
 # How much one answer or one "don't know" tells about this user: their chance of answering the
 # next question is the fact's own chance times (answered + PRIOR) / (answered + declined + PRIOR),
 # so after a run of "don't know" a probe, trace or scan (which needs no knowledge) comes forward.
 USER_PRIOR = 2.0
-STEP_IDS = ("trace", "scan")  # plus "probe:NAME" and "ask:FACT"
+STEP_IDS = ("trace", "scan", "attach")  # plus "probe:NAME" and "ask:FACT"
 # What a measured step needs beyond the user's time: the training script (scan, trace) or a
 # machine to launch on (probe, trace). A declined step is evidence that the user lacks what it
 # needs, a step carried out that they have it; the chance of every other step needing the same
 # thing is scaled by (carried out + ACCESS_PRIOR) / (carried out + declined + ACCESS_PRIOR), so
 # a user who cannot share their script is not offered the trace next, and one who cannot run
 # probes is not walked through each of them in turn.
-STEP_NEEDS = {"probe": ("machine",), "scan": ("script",), "trace": ("script", "machine")}
+STEP_NEEDS: dict[str, tuple[str, ...]] = {
+    "probe": ("machine",),
+    "scan": ("script",),
+    "trace": ("script", "machine"),
+    "attach": (),
+}
 ACCESS_PRIOR = 1.0
 assert {n for needs in STEP_NEEDS.values() for n in needs} == set(NEEDS)
 
@@ -62,6 +69,7 @@ def decline_hints(step_id: str, kind: str) -> list[str]:
 
 
 COMMANDS = {
+    "attach": "ddpadvisor --json --attach trainer_state.json  (or your training log, DeepSpeed/accelerate config, launch command, pip list)",
     "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --json --trace ddpadvisor-trace",
     "scan": "ddpadvisor --json --script train.py",
 }
@@ -198,7 +206,7 @@ def user_factor(kb: KnowledgeBase, winners: Mapping[str, Observation], declined:
     asked = {
         d.removeprefix("ask:")
         for d in declined
-        if not d.startswith(("probe:", "trace", "scan", "without:"))
+        if not d.startswith(("probe:", "trace", "scan", "attach", "without:"))
     }
     refused = sum(1 for f in asked if f in kb.facts and "asked" in kb.facts[f].sources)
     return (answered + USER_PRIOR) / (answered + refused + USER_PRIOR)
@@ -261,7 +269,12 @@ def next_steps(
     seen_sources = {o.source for o in winners.values()} | set(consulted)
     carried_out = {
         k
-        for k, src in (("probe", "probe"), ("trace", "trace"), ("scan", "script"))
+        for k, src in (
+            ("probe", "probe"),
+            ("trace", "trace"),
+            ("scan", "script"),
+            ("attach", "log"),
+        )
         if src in seen_sources
     }
     groups: dict[str, list[str]] = {}
@@ -274,6 +287,8 @@ def next_steps(
             groups.setdefault("trace", []).append(fact.id)
         if "script" in fact.sources and "script" not in seen_sources:
             groups.setdefault("scan", []).append(fact.id)
+        if "log" in fact.sources and "log" not in seen_sources:
+            groups.setdefault("attach", []).append(fact.id)
     lacks = lacking(skip)
     for step_id, facts in groups.items():
         kind = step_id.split(":", 1)[0]

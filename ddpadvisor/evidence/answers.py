@@ -31,7 +31,7 @@ from ddpadvisor.observation import (
 
 # Keys an answers file may carry beside its facts (structured form: {facts: {...}, ...}).
 METADATA_KEYS = {"description", "thread", "notes", "source", "title"}
-STEP_KEYS = ("trace", "scan")
+STEP_KEYS = ("trace", "scan", "attach")
 EXTRA_KEYS = ("declined", "verified", "without")
 VERIFY_WORDS = {
     "failed": "failed",

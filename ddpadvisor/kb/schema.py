@@ -22,7 +22,7 @@ FACT_ID = r"^[a-z][a-z0-9_]*$"
 NODE_ID = r"^[a-z0-9][a-z0-9-]*$"
 
 FactType = Literal["bool", "enum", "int", "float", "str"]
-Source = Literal["asked", "script", "probe", "trace"]
+Source = Literal["asked", "script", "log", "probe", "trace"]
 Verdict = Literal["correct", "partly-correct", "myth", "harmful"]
 StrengthLevel = Literal["certain", "strong", "moderate", "weak", "slight"]
 PriorLevel = Literal["common", "uncommon", "rare", "very-rare"]

@@ -79,8 +79,10 @@ class QuestionOut(BaseModel):
 class NextStep(BaseModel):
     """One thing to do next: a question to answer, or a probe, trace or scan to run."""
 
-    id: str = Field(description="ask:FACT, probe:NAME, trace or scan; decline it by this id")
-    kind: Literal["ask", "probe", "trace", "scan"]
+    id: str = Field(
+        description="ask:FACT, probe:NAME, trace, scan or attach; decline it by this id"
+    )
+    kind: Literal["ask", "probe", "trace", "scan", "attach"]
     title: str = Field(description="The question, or what the run does")
     fact: str | None = Field(None, description="The fact an ask settles")
     settles: list[str] = Field(description="Facts this step would establish, most useful first")
