@@ -28,8 +28,12 @@ def gather(kb: KnowledgeBase, sources: Sources) -> Gathered:
     # A description first: an answers file and --set override what the text suggested.
     if sources.describe:
         from ddpadvisor.evidence.intake import read_description
+        from ddpadvisor.yamlio import read_description_text
 
         for path in sources.describe:
+            # Refuses, before the reader opens it, what is not a regular file of bounded size
+            # (a FIFO would block, /dev/zero never ends) and what says nothing at all.
+            read_description_text(path)
             out.extend(read_description(kb, path))
     if sources.answers:
         from ddpadvisor.evidence.answers import read_answer_file
