@@ -6,6 +6,7 @@ out-of-range value, or a damaged cache changes the answer or leaves more than on
 
     python bench/hostile_inputs.py            # counts per class
     python bench/hostile_inputs.py -v         # and each failing case
+    python bench/hostile_inputs.py -v cache   # only the named classes
 """
 
 from __future__ import annotations
@@ -456,12 +457,15 @@ def cache_cases(tmp: Path, verbose: bool) -> tuple[int, int]:
 
 def main() -> int:
     verbose = "-v" in sys.argv
+    only = {a for a in sys.argv[1:] if not a.startswith("-")}  # class names to run
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cache = tmp / "cache"
         cases = build(tmp)
         totals: dict[str, list[int]] = {}
         for case in cases:
+            if only and case.cls not in only:
+                continue
             got = run(case, cache)
             why = verdict(case, got)
             t = totals.setdefault(case.cls, [0, 0])
@@ -470,7 +474,8 @@ def main() -> int:
                 t[0] += 1
                 if verbose:
                     print(f"  FAIL {case.cls}: {case.name}: {why}")
-        totals["cache"] = list(cache_cases(tmp, verbose))
+        if not only or "cache" in only:
+            totals["cache"] = list(cache_cases(tmp, verbose))
     print(f"{'class':<10} failing / cases")
     for cls, (bad, n) in totals.items():
         print(f"{cls:<10} {bad:>3} / {n}")
