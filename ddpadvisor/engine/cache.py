@@ -449,7 +449,7 @@ def _check(doc: Any, body: bytes) -> None:
         ):
             raise Damaged(f"fact {fid}: bad likelihood rows")
         linked, row = t.get("linked"), t.get("row")
-        if not _ints(linked, n) or not _ints(row, len(rows)) or len(row) != len(linked):
+        if not (_ints(linked, n) and _ints(row, len(rows))) or len(row or []) != len(linked):
             raise Damaged(f"fact {fid}: bad links")
         if not _offsets(t.get("paths"), size) or len(t["paths"]) != 2:
             raise Damaged(f"fact {fid}: bad path offsets")
