@@ -448,8 +448,8 @@ def _check(doc: Any, body: bytes) -> None:
             _finite_probabilities(r) and len(r) == k for r in rows
         ):
             raise Damaged(f"fact {fid}: bad likelihood rows")
-        linked, row = t.get("linked"), t.get("row")
-        if not (_ints(linked, n) and _ints(row, len(rows))) or len(row or []) != len(linked):
+        linked, row = t.get("linked") or [], t.get("row") or []
+        if not (_ints(linked, n) and _ints(row, len(rows))) or len(row) != len(linked):
             raise Damaged(f"fact {fid}: bad links")
         if not _offsets(t.get("paths"), size) or len(t["paths"]) != 2:
             raise Damaged(f"fact {fid}: bad path offsets")
