@@ -346,7 +346,7 @@ def build(tmp: Path) -> list[Case]:
         "world_size=0",
         "world_size=-4",
         "adam_beta2=5",
-        "adam_beta2=0",
+        "adam_beta2=1",
         "grad_accum_steps=0",
         "per_gpu_batch_size=0",
         "warmup_steps=-1",
@@ -367,8 +367,8 @@ def build(tmp: Path) -> list[Case]:
     (tmp / "empty_kb").mkdir()
     dup = write(
         "dup_kb/t.yaml",
-        "tests:\n  - id: same\n    given: {world_size: 8}\n    expect: {}\n"
-        "  - id: same\n    given: {world_size: 4}\n    expect: {}\n",
+        "tests:\n  - id: same\n    facts: {world_size: 8}\n    expect_top: other\n"
+        "  - id: same\n    facts: {world_size: 4}\n    expect_top: other\n",
     )
     add("range", "kb validate duplicate test ids", ["kb", "validate", "--kb", str(dup.parent)])
     return cases
