@@ -257,6 +257,13 @@ def build(tmp: Path) -> list[Case]:
     )
     add("special", "billion laughs answers", ["--json", "--answers", str(write("l.yaml", laughs))])
     lk = write("laughs_kb/r.yaml", laughs)
+    sections = write("laughs_sections/r.yaml", laughs + "tests: *i\n")
+    add(
+        "special",
+        "billion laughs as rule tests",
+        ["kb", "validate", "--kb", str(sections.parent)],
+        lambda g: None if g.rc == 2 else f"exit {g.rc}",
+    )
     add("special", "billion laughs rule", ["--json", "--kb", str(lk.parent)])
     big = tmp / "big.txt"
     with open(big, "wb") as fh:
@@ -370,7 +377,12 @@ def build(tmp: Path) -> list[Case]:
         "tests:\n  - id: same\n    facts: {world_size: 8}\n    expect_top: other\n"
         "  - id: same\n    facts: {world_size: 4}\n    expect_top: other\n",
     )
-    add("range", "kb validate duplicate test ids", ["kb", "validate", "--kb", str(dup.parent)])
+    add(
+        "range",
+        "kb validate duplicate test ids",
+        ["kb", "validate", "--kb", str(dup.parent)],
+        lambda g: None if g.rc == 2 and "duplicate rule test id" in g.err else f"exit {g.rc}",
+    )
     return cases
 
 
