@@ -121,6 +121,18 @@ class DuplicateKey(ValueError):
         self.key = key
 
 
+# No count, step or byte size has more digits; a longer integer is damage, and Python refuses to
+# turn one of over 4,300 digits into an int at all (and float() of 400 digits overflows).
+MAX_INT_DIGITS = 30
+
+
+def bounded_int(text: str) -> int:
+    """``parse_int`` for json.loads: an integer of at most :data:`MAX_INT_DIGITS` digits."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits")
+    return int(text)
+
+
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``object_pairs_hook`` for json.loads that refuses duplicate keys."""
     out: dict[str, Any] = {}
@@ -231,7 +243,7 @@ def load_json(path: Path, text: str | None = None) -> Any:
     if text is None:
         text = read_text(path)
     try:
-        return json.loads(text, object_pairs_hook=unique_keys)
+        return json.loads(text, object_pairs_hook=unique_keys, parse_int=bounded_int)
     except RecursionError:
         raise InputError("malformed JSON: nested too deeply", path) from None
     except DuplicateKey as exc:

@@ -509,3 +509,21 @@ def test_emit_json_writes_one_document(capsys: pytest.CaptureFixture[str]) -> No
 
     emit_json(Observation(fact="gpu_model", value="a\x1bb", source="set"))
     assert json.loads(capsys.readouterr().out)["value"] == "a\x1bb"
+
+
+@pytest.mark.parametrize("kind", ["cfg", "step", "start"])
+def test_a_huge_integer_in_a_trace_record_skips_the_record(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str
+) -> None:
+    import shutil
+
+    trace = tmp_path / "t"
+    shutil.copytree(REPO / "tests" / "trace_fixtures" / "control_mlp", trace)
+    lines = (trace / "rank0.jsonl").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if json.loads(line)["k"] == kind)
+    lines[at] = lines[at][:-1] + ', "huge": ' + "9" * 400 + "}"
+    (trace / "rank0.jsonl").write_text("\n".join(lines) + "\n")
+    code, out, err = _cli(capsys, "--json", "--trace", str(trace))
+    assert code in (0, 2) and "internal error" not in err, err
+    if code == 0:
+        assert "an integer of 400 digits" in out
