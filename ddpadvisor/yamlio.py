@@ -168,6 +168,24 @@ def read_text(path: Path, max_bytes: int = MAX_BYTES, errors: str = "strict") ->
         raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path) from None
 
 
+def check_input_file(path: Path, label: str | Path | None = None) -> None:
+    """Refuse, without opening it, what a reader must not open: a missing path, a folder, a
+    FIFO, a device, a socket, a /proc or /sys entry (``/proc/kmsg`` blocks for ever)."""
+    where = label if label is not None else path
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError("no such file", where) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", where) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a directory, expected a file", where)
+    if not stat.S_ISREG(st.st_mode) or _kernel_view(path):
+        raise InputError(
+            "not a regular file (a pipe, a device, a socket or a /proc entry); not read", where
+        )
+
+
 def read_description_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
     """A description file's text (``--describe``, ``ask --describe``): a regular file of
     bounded size that says something; an empty or blank one is refused, not diagnosed."""

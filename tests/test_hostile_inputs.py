@@ -527,3 +527,10 @@ def test_a_huge_integer_in_a_trace_record_skips_the_record(
     assert code in (0, 2) and "internal error" not in err, err
     if code == 0:
         assert "an integer of 400 digits" in out
+
+
+@pytest.mark.parametrize("option", ["--script", "--describe", "--answers"])
+def test_a_proc_entry_is_refused_unread(capsys: pytest.CaptureFixture[str], option: str) -> None:
+    """/proc/kmsg looks like a regular file and blocks on read (where it exists at all)."""
+    code, _, err = _cli(capsys, "--json", option, "/proc/kmsg")
+    _refused(code, err, "/proc/kmsg")
