@@ -534,3 +534,17 @@ def test_a_proc_entry_is_refused_unread(capsys: pytest.CaptureFixture[str], opti
     """/proc/kmsg looks like a regular file and blocks on read (where it exists at all)."""
     code, _, err = _cli(capsys, "--json", option, "/proc/kmsg")
     _refused(code, err, "/proc/kmsg")
+
+
+def test_kb_folder_walk_is_bounded(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ddpadvisor.kb import files
+
+    code, _, err = _cli(capsys, "--json", "--kb", "/proc")
+    _refused(code, err, "/proc")
+    monkeypatch.setattr(files, "MAX_ENTRIES", 50)
+    for i in range(60):
+        (tmp_path / f"note{i}.txt").write_text("x")
+    code, _, err = _cli(capsys, "--json", "--kb", str(tmp_path))
+    _refused(code, err, "more than 50 entries")
