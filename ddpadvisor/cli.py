@@ -389,6 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from ddpadvisor.terminal import guard_streams, shown
 
+    if sys.stderr is None:  # started with stderr closed: errors go nowhere, not to stdout
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    if sys.stdout is None:  # started with stdout closed (``>&-``): nowhere to answer
+        print("ddpadvisor: error: stdout is closed; nothing can be written", file=sys.stderr)
+        return 2
     guard_streams()
     try:
         code = _dispatch(argv)

@@ -548,3 +548,21 @@ def test_kb_folder_walk_is_bounded(
         (tmp_path / f"note{i}.txt").write_text("x")
     code, _, err = _cli(capsys, "--json", "--kb", str(tmp_path))
     _refused(code, err, "more than 50 entries")
+
+
+def test_closed_stdout_or_stderr_is_an_answer() -> None:
+    got = _run(
+        ["schema"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        close_fds=True,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert got.returncode == 2 and b"stdout is closed" in got.stderr
+    got = _run(
+        ["--json", "--set", "world_size=0"],
+        capture_output=False,
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+    )
+    assert got.returncode == 2 and got.stdout == b"", "no error line on stdout"
