@@ -347,6 +347,10 @@ def cmd_tui(args: argparse.Namespace) -> int:
             f"the interactive TUI needs a terminal ({why}); for output to a pipe or a file use "
             "'ddpadvisor --json ...' or 'ddpadvisor report ...'"
         )
+    from ddpadvisor.yamlio import read_description_text
+
+    for path in args.describe:  # refused here, before the TUI's reader could block on a FIFO
+        read_description_text(path)
     try:
         from ddpadvisor.tui.app import run_tui
     except ImportError as exc:

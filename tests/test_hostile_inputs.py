@@ -566,3 +566,11 @@ def test_closed_stdout_or_stderr_is_an_answer() -> None:
         preexec_fn=lambda: os.close(2),
     )
     assert got.returncode == 2 and got.stdout == b"", "no error line on stdout"
+
+
+def test_tui_refuses_a_fifo_description_before_it_starts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ddpadvisor.cli.terminal_problem", lambda: None)
+    code, _, err = _cli(capsys, "--describe", str(_special("fifo", tmp_path)))
+    _refused(code, err, "regular file")
