@@ -45,7 +45,7 @@ class Case:
     argv: list[str | bytes]
     check: Callable[[Got], str | None] = lambda g: None
     env: dict[str, str] = field(default_factory=dict)
-    stdout: str = "pipe"  # pipe | full | closed
+    stdout: str = "pipe"  # pipe | full | closed (the reader left) | none (fd 1 not open)
     timeout: float = 20.0
 
 
@@ -65,6 +65,22 @@ def run(case: Case, cache: Path) -> Got:
                 p.kill()
                 p.communicate()
                 return Got(None, "", "", case.timeout)
+        return Got(p.returncode, "", err.decode("utf-8", "replace"), time.monotonic() - t0)
+    if case.stdout == "none":
+        p = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            preexec_fn=lambda: os.close(1),
+        )
+        try:
+            _, err = p.communicate(timeout=case.timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            return Got(None, "", "", case.timeout)
         return Got(p.returncode, "", err.decode("utf-8", "replace"), time.monotonic() - t0)
     if case.stdout == "closed":
         r, w = os.pipe()
@@ -269,6 +285,19 @@ def build(tmp: Path) -> list[Case]:
     with open(big, "wb") as fh:
         fh.truncate(64 * 1024 * 1024)
     add("special", "--describe 64 MiB", ["--json", "--describe", str(big)], timeout=20)
+    add("special", "--script /proc/kmsg", ["--json", "--script", "/proc/kmsg"], timeout=15)
+    add("special", "--kb /usr (a huge tree)", ["--json", "--kb", "/usr"], timeout=20)
+    add("special", "--kb /proc", ["--json", "--kb", "/proc"], timeout=20)
+    seeds = tmp / "seeds"
+    seeds.mkdir()
+    os.mkfifo(seeds / "000.txt")
+    add(
+        "special",
+        "kb validate --seeds FIFO",
+        ["kb", "validate", "--seeds", str(seeds)],
+        lambda g: None if g.rc == 2 else f"exit {g.rc}",
+        timeout=15,
+    )
     add("special", "TUI without a terminal", [], env={"TERM": "dumb"}, timeout=15)
     add("special", "TUI stdin/stdout pipes", [], env={"TERM": "xterm"}, timeout=15)
 
@@ -296,6 +325,7 @@ def build(tmp: Path) -> list[Case]:
     for name, argv in outs.items():
         add("oserror", f"{name} >/dev/full", list(argv), refused, stdout="full")
         add("oserror", f"{name} | closed pipe", list(argv), quiet_end, stdout="closed")
+        add("oserror", f"{name} >&-", list(argv), refused, stdout="none")
     for enc_name, env in {
         "ascii": {"PYTHONIOENCODING": "ascii"},
         "latin-1": {"PYTHONIOENCODING": "latin-1"},
@@ -343,6 +373,19 @@ def build(tmp: Path) -> list[Case]:
     tl[step] = json.dumps(rec)
     (big_trace / "rank0.jsonl").write_text("\n".join(tl) + "\n")
     add("encoding", "400-digit in trace", ["--json", "--trace", str(big_trace)], ok_or_refused)
+    cfg_trace = tmp / "cfg_trace"
+    shutil.copytree(TRACE, cfg_trace)
+    cl = (cfg_trace / "rank0.jsonl").read_text().splitlines()
+    at = next(i for i, ln in enumerate(cl) if json.loads(ln)["k"] == "cfg")
+    cl[at] = cl[at][:-1] + ', "t2": ' + digits + "}"
+    cl[at] = cl[at].replace('"t":', '"t": ' + digits + ', "t0":', 1)
+    (cfg_trace / "rank0.jsonl").write_text("\n".join(cl) + "\n")
+    add(
+        "encoding",
+        "400-digit time in a trace record",
+        ["--json", "--trace", str(cfg_trace)],
+        ok_or_refused,
+    )
     for top in ("-999999999", "0"):
         add("range", f"--json --top {top}", ["--json", "--top", top])
         add("range", f"report --top {top}", ["report", "--top", top])
