@@ -574,3 +574,60 @@ def test_tui_refuses_a_fifo_description_before_it_starts(
     monkeypatch.setattr("ddpadvisor.cli.terminal_problem", lambda: None)
     code, _, err = _cli(capsys, "--describe", str(_special("fifo", tmp_path)))
     _refused(code, err, "regular file")
+
+
+_FACT_IDS = st.sampled_from(
+    [
+        "world_size",
+        "adam_beta2",
+        "grad_accum_steps",
+        "gpu_model",
+        "loss_pattern",
+        "uses_distributed_sampler",
+        "warmup_steps",
+        "global_batch_ratio",
+        "no_such_fact",
+    ]
+)
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(fact=_FACT_IDS, value=st.text(max_size=60))
+def test_any_set_value_is_a_diagnosis_or_one_line(fact: str, value: str) -> None:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["report", "--set", f"{fact}={value}"])
+    assert code in (0, 2), err.getvalue()
+    assert code == 0 or err.getvalue().count("\n") == 1
+    assert not RAW.search(out.getvalue().replace("\n", "").replace("\t", ""))
+    assert not RAW.search(err.getvalue().replace("\n", ""))
+
+
+@settings(max_examples=40, deadline=None)
+@given(answers=st.dictionaries(_FACT_IDS, _JSON_VALUES, max_size=3))
+def test_any_json_answers_file_is_a_diagnosis_or_one_line(
+    tmp_path_factory: pytest.TempPathFactory, answers: dict[str, Any]
+) -> None:
+    import contextlib
+    import io
+
+    path = tmp_path_factory.mktemp("answers") / "a.json"
+    path.write_text(json.dumps(answers))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["--json", "--answers", str(path)])
+    assert code in (0, 2), err.getvalue()
+    if code == 0:
+        json.loads(out.getvalue())
+    else:
+        assert err.getvalue().count("\n") == 1
