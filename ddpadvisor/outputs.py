@@ -61,7 +61,10 @@ def check_output_file(path: Path, *, force: bool = False) -> None:
 def write_output(path: Path, data: str | bytes, *, force: bool = False) -> None:
     """Write ``data`` to ``path`` atomically, refusing what :func:`check_output_file` refuses."""
     check_output_file(path, force=force)
-    atomic_write(path, data.encode("utf-8") if isinstance(data, str) else data)
+    try:
+        atomic_write(path, data.encode("utf-8") if isinstance(data, str) else data)
+    except OSError as exc:  # a read-only folder, a full disk: the old file is as it was
+        raise InputError(f"cannot write: {exc.strerror or exc}", path) from None
 
 
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:

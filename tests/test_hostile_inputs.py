@@ -186,7 +186,7 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(outputs.os, "fsync", fail)
-    with pytest.raises(OSError):
+    with pytest.raises(InputError, match="No space left"):
         outputs.write_output(target, "new", force=True)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
