@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpadvisor import __version__
-from ddpadvisor.cliutil import Parser
+from ddpadvisor.cliutil import Parser, positive_int
 from ddpadvisor.errors import InputError, RunFailed
 from ddpadvisor.observation import NEEDS
 
@@ -87,7 +88,11 @@ def _diagnose_parser() -> Parser:
     p.add_argument("--version", action="version", version=f"ddpadvisor {__version__}")
     p.add_argument("--json", action="store_true", help="print one JSON diagnosis on stdout")
     p.add_argument(
-        "--top", type=int, default=None, metavar="N", help="list only the N most likely causes"
+        "--top",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="list only the N most likely causes",
     )
     _add_sources(p)
     return p
@@ -96,7 +101,7 @@ def _diagnose_parser() -> Parser:
 def _report_parser() -> Parser:
     p = Parser(prog="ddpadvisor report", description="Print the diagnosis as a plain-text report.")
     p.add_argument("--markdown", action="store_true", help="Markdown instead of plain text")
-    p.add_argument("--top", type=int, default=5, metavar="N")
+    p.add_argument("--top", type=positive_int, default=5, metavar="N")
     p.add_argument(
         "--from-json",
         type=Path,
@@ -137,7 +142,7 @@ def _ask_parser() -> Parser:
     )
     p.add_argument("text", nargs="*", help="the description (or use --describe FILE)")
     p.add_argument("--json", action="store_true", help="print one JSON diagnosis on stdout")
-    p.add_argument("--top", type=int, default=5, metavar="N")
+    p.add_argument("--top", type=positive_int, default=5, metavar="N")
     _add_sources(p)
     return p
 
@@ -153,18 +158,20 @@ def _sources(args: argparse.Namespace) -> Sources:
 
 
 def cmd_ask(argv: list[str]) -> int:
-    from ddpadvisor.evidence.intake import described, extract, read_text, to_observations
+    from ddpadvisor.evidence.intake import described, extract, to_observations
     from ddpadvisor.i18n import detect, t
     from ddpadvisor.report.models import IntakeOut
     from ddpadvisor.report.text import render_text
     from ddpadvisor.service import gather_sources, load_engine
+    from ddpadvisor.terminal import emit, emit_json
+    from ddpadvisor.yamlio import read_description_text
 
     args = _ask_parser().parse_args(argv)
     text = " ".join(args.text)
     if not text.strip() and not args.describe:
         raise InputError('ask needs a description: ddpadvisor ask "TEXT" or --describe FILE')
     engine = load_engine(args.kb_dirs)
-    texts = [text, *(read_text(path) for path in args.describe)]
+    texts = [text, *(read_description_text(path) for path in args.describe)]
     found = [f for piece in texts if piece.strip() for f in extract(engine.kb, piece)]
     args.describe = []
     got = gather_sources(engine, _sources(args))
@@ -183,7 +190,7 @@ def cmd_ask(argv: list[str]) -> int:
         IntakeOut(fact=f.fact, value=f.value, phrase=f.phrase, origin=f.origin) for f in found
     ]
     if args.json:
-        sys.stdout.write(diagnosis.model_dump_json(indent=2) + "\n")
+        emit_json(diagnosis)
         return 3 if got.failed else 0
     lines = [t("From your description:", lang)]
     if not found:
@@ -199,7 +206,7 @@ def cmd_ask(argv: list[str]) -> int:
         lines.append(t("Your description reads like:", lang))
         for r in diagnosis.resemblance[:3]:
             lines.append(f"  {r.cause}  {r.score:.2f}    \u2190 {', '.join(r.words)}")
-    sys.stdout.write("\n".join(lines) + "\n\n" + render_text(diagnosis, top=args.top))
+    emit("\n".join(lines) + "\n\n" + render_text(diagnosis, top=args.top))
     return 3 if got.failed else 0
 
 
@@ -214,8 +221,10 @@ def run_diagnosis(args: argparse.Namespace) -> tuple[Diagnosis, bool]:
 
 
 def cmd_json(args: argparse.Namespace) -> int:
+    from ddpadvisor.terminal import emit_json
+
     diagnosis, failed = run_diagnosis(args)
-    sys.stdout.write(diagnosis.model_dump_json(indent=2) + "\n")
+    emit_json(diagnosis)
     return 3 if failed else 0
 
 
@@ -242,8 +251,10 @@ def cmd_report(argv: list[str]) -> int:
     else:
         args.gpu = getattr(args, "gpu", "unknown")
         diagnosis, failed = run_diagnosis(args)
+    from ddpadvisor.terminal import emit
+
     render = render_markdown if args.markdown else render_text
-    sys.stdout.write(render(diagnosis, top=args.top))
+    emit(render(diagnosis, top=args.top))
     return 3 if failed else 0
 
 
@@ -280,11 +291,35 @@ def cmd_claims(argv: list[str]) -> int:
         lang=detect(args.lang),
         best=best.score if best else 0.0,
     )
-    sys.stdout.write(out)
+    if args.json:
+        sys.stdout.write(out)  # exact: json.dumps escapes control characters itself
+    else:
+        from ddpadvisor.terminal import emit
+
+        emit(out)
     return 0
 
 
+def terminal_problem() -> str | None:
+    """Why the TUI cannot draw here, or None: it needs a terminal on stdin and stdout."""
+    if os.environ.get("TERM") == "dumb":
+        return "TERM=dumb"
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return "stdin or stdout is not a terminal"
+    return None
+
+
 def cmd_tui(args: argparse.Namespace) -> int:
+    why = terminal_problem()
+    if why:
+        raise InputError(
+            f"the interactive TUI needs a terminal ({why}); for output to a pipe or a file use "
+            "'ddpadvisor --json ...' or 'ddpadvisor report ...'"
+        )
+    from ddpadvisor.yamlio import read_description_text
+
+    for path in args.describe:  # refused here, before the TUI's reader could block on a FIFO
+        read_description_text(path)
     try:
         from ddpadvisor.tui.app import run_tui
     except ImportError as exc:
@@ -325,25 +360,62 @@ def main(argv: list[str] | None = None) -> int:
     # Scanning every installed distribution for pydantic plugins costs more start-up time than
     # a whole diagnosis; the CLI uses none.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from ddpadvisor.terminal import guard_streams, shown
+
+    if sys.stderr is None:  # started with stderr closed: errors go nowhere, not to stdout
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    if sys.stdout is None:  # started with stdout closed (``>&-``): nowhere to answer
+        print("ddpadvisor: error: stdout is closed; nothing can be written", file=sys.stderr)
+        return 2
+    guard_streams()
     try:
-        return _dispatch(argv)
+        code = _dispatch(argv)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
+        return code
     except InputError as exc:
-        print(f"ddpadvisor: error: {exc.one_line()}", file=sys.stderr)
+        print(f"ddpadvisor: error: {shown(exc.one_line(), one_line=True)}", file=sys.stderr)
         return exc.exit_code
     except RunFailed as exc:
-        print(f"ddpadvisor: run failed: {exc}", file=sys.stderr)
+        print(f"ddpadvisor: run failed: {shown(exc, one_line=True)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("ddpadvisor: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader left (``| head``): nothing more to say
+        _drop_stdout()
         return 0
+    except OSError as exc:  # a full disk, a name too long, a folder not readable: exit 2
+        _drop_stdout()
+        print(f"ddpadvisor: error: {shown(_os_error_line(exc), one_line=True)}", file=sys.stderr)
+        return 2
     except Exception as exc:  # never a traceback for the user; DDPADVISOR_DEBUG=1 shows it
         if os.environ.get("DDPADVISOR_DEBUG"):
             raise
         print(
-            f"ddpadvisor: internal error: {type(exc).__name__}: {exc} "
+            f"ddpadvisor: internal error: {type(exc).__name__}: {shown(exc, one_line=True)} "
             "(set DDPADVISOR_DEBUG=1 for a traceback)",
             file=sys.stderr,
         )
         return 1
+
+
+def _os_error_line(exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    name = exc.filename
+    if name is None:
+        writing = exc.errno in (errno.ENOSPC, errno.EIO, errno.EPIPE, errno.EDQUOT, errno.EFBIG)
+        return f"cannot write the output: {what}" if writing else what
+    text = os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)
+    if len(text) > 120:
+        text = text[:60] + "..." + text[-40:]
+    return f"{text}: {what}"
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so that the flush at exit cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.kb.load import default_dirs, load_kb
+from ddpadvisor.terminal import emit, shown
 
 
 def _parser() -> Parser:
@@ -49,11 +50,16 @@ def _parser() -> Parser:
         if name == "graph":
             s.add_argument("--format", choices=("dot", "graphml"), default="dot")
             s.add_argument("-o", "--output", type=Path, default=None, metavar="FILE")
+            s.add_argument("--force", action="store_true", help="replace the -o file if it exists")
     return p
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.cmd == "graph" and args.output is not None:
+        from ddpadvisor.outputs import check_output_file
+
+        check_output_file(args.output, force=args.force)  # before any work, and again at write
     dirs = default_dirs(args.kb_dirs, bundled=not args.only)
     if args.cmd == "test":  # the cache serves rule tests as it serves diagnoses
         from ddpadvisor.engine.cache import load_cached
@@ -65,11 +71,11 @@ def main(argv: list[str]) -> int:
         return _validate(kb, args.seeds)
     if kb.problems:
         for p in kb.problems:
-            print(f"ddpadvisor: error: {p}", file=sys.stderr)
+            print(f"ddpadvisor: error: {shown(p, one_line=True)}", file=sys.stderr)
         return 2
     if args.cmd == "test":
         return _test(kb, model, args.lang)
-    return _graph(kb, args.format, args.output)
+    return _graph(kb, args.format, args.output, args.force)
 
 
 def _validate(kb, seeds: Path | None) -> int:  # type: ignore[no-untyped-def]
@@ -84,12 +90,12 @@ def _validate(kb, seeds: Path | None) -> int:  # type: ignore[no-untyped-def]
             if missing:
                 problems.append(f"{seeds}: paragraphs cited by no claim: {', '.join(missing)}")
     for p in problems:
-        print(p, file=sys.stderr)
+        print(shown(p, one_line=True), file=sys.stderr)
     from ddpadvisor.kb.check import missing_translations
 
     warnings = missing_translations(kb, "zh")
     for w in warnings:
-        print(w, file=sys.stderr)
+        print(shown(w, one_line=True), file=sys.stderr)
     counts = (
         f"{len(kb.facts)} facts, {len(kb.mechanisms)} mechanisms, {len(kb.causes)} causes, "
         f"{len(kb.fixes)} fixes, {len(kb.claims)} claims, {len(kb.tests)} rule tests"
@@ -112,23 +118,23 @@ def _test(kb, model, lang: str = "en") -> int:  # type: ignore[no-untyped-def]
         from ddpadvisor.ruletest import untranslated_in
 
         for line in untranslated_in(engine, lang):  # type: ignore[arg-type]
-            print(line)
+            print(shown(line))
     failed = todo = 0
     for o in outcomes:
         if o.passed:
             continue
         if o.test.todo:
             todo += 1
-            print(f"TODO {o.origin} {o.test.id}: {'; '.join(o.failures)} ({o.test.todo})")
+            print(shown(f"TODO {o.origin} {o.test.id}: {'; '.join(o.failures)} ({o.test.todo})"))
         else:
             failed += 1
-            print(f"FAIL {o.origin} {o.test.id}: {'; '.join(o.failures)}")
+            print(shown(f"FAIL {o.origin} {o.test.id}: {'; '.join(o.failures)}"))
     passed = len(outcomes) - failed - todo
     print(f"kb test: {passed} passed, {failed} failed, {todo} todo")
     return 1 if failed else 0
 
 
-def _graph(kb, fmt: str, output: Path | None) -> int:  # type: ignore[no-untyped-def]
+def _graph(kb, fmt: str, output: Path | None, force: bool = False) -> int:  # type: ignore[no-untyped-def]
     import networkx as nx
 
     from ddpadvisor.kb.graph import build_graph, to_dot
@@ -146,8 +152,11 @@ def _graph(kb, fmt: str, output: Path | None) -> int:  # type: ignore[no-untyped
             clean.add_edge(a, b, **d)
         text = "\n".join(nx.generate_graphml(clean)) + "\n"
     if output:
-        output.write_text(text, encoding="utf-8")
-        print(f"wrote {output} ({g.number_of_nodes()} nodes, {g.number_of_edges()} edges)")
+        from ddpadvisor.outputs import write_output
+
+        write_output(output, text, force=force)
+        shown_path = shown(str(output), one_line=True)
+        print(f"wrote {shown_path} ({g.number_of_nodes()} nodes, {g.number_of_edges()} edges)")
     else:
-        sys.stdout.write(text)
+        emit(text)
     return 0

@@ -90,7 +90,7 @@ def read_regular(path: Path, limit: int) -> tuple[bytes, bool]:
     device would block or never end, so only regular files are opened, without blocking, and
     re-checked after opening in case the path was swapped.
     """
-    if not stat.S_ISREG(os.stat(path).st_mode):
+    if not stat.S_ISREG(os.stat(path).st_mode) or _kernel_view(path):
         raise NotARegularFile(f"{path} is not a regular file")
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     with os.fdopen(fd, "rb") as fh:
@@ -100,12 +100,37 @@ def read_regular(path: Path, limit: int) -> tuple[bytes, bool]:
     return data[:limit], len(data) > limit
 
 
+_KERNEL = (Path("/proc"), Path("/sys"))
+
+
+def _kernel_view(path: Path) -> bool:
+    """A /proc or /sys entry: it looks like a regular file but reads the kernel's state, may
+    block (``/proc/kmsg``) or differ on every read."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return any(k in resolved.parents for k in _KERNEL)
+
+
 class DuplicateKey(ValueError):
     """A JSON object that names the same key twice (the last would silently win)."""
 
     def __init__(self, key: str) -> None:
         super().__init__(f"duplicate key {key[:60]!r}")
         self.key = key
+
+
+# No count, step or byte size has more digits; a longer integer is damage, and Python refuses to
+# turn one of over 4,300 digits into an int at all (and float() of 400 digits overflows).
+MAX_INT_DIGITS = 30
+
+
+def bounded_int(text: str) -> int:
+    """``parse_int`` for json.loads: an integer of at most :data:`MAX_INT_DIGITS` digits."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits")
+    return int(text)
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -118,8 +143,11 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
-    """A regular file's text: never opens a FIFO or a device, never reads without bound."""
+def read_text(path: Path, max_bytes: int = MAX_BYTES, errors: str = "strict") -> str:
+    """A regular file's text: never opens a FIFO or a device, never reads without bound.
+
+    ``errors="replace"`` reads text that is not all UTF-8 (a pasted description) instead of
+    refusing it."""
     if path.is_dir():
         raise InputError("is a directory, expected a file", path)
     try:
@@ -127,15 +155,82 @@ def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
     except FileNotFoundError:
         raise InputError("no such file", path) from None
     except NotARegularFile:
-        raise InputError("not a regular file (a pipe or a device?)", path) from None
+        raise InputError(
+            "not a regular file (a pipe, a device, a socket or a /proc entry); not read", path
+        ) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path) from None
     if longer:
         raise InputError(f"too large (more than {max_bytes} bytes)", path)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8", errors)
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path) from None
+
+
+def check_input_file(path: Path, label: str | Path | None = None) -> None:
+    """Refuse, without opening it, what a reader must not open: a missing path, a folder, a
+    FIFO, a device, a socket, a /proc or /sys entry (``/proc/kmsg`` blocks for ever)."""
+    where = label if label is not None else path
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError("no such file", where) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", where) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a directory, expected a file", where)
+    if not stat.S_ISREG(st.st_mode) or _kernel_view(path):
+        raise InputError(
+            "not a regular file (a pipe, a device, a socket or a /proc entry); not read", where
+        )
+
+
+def read_description_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
+    """A description file's text (``--describe``, ``ask --describe``): a regular file of
+    bounded size that says something; an empty or blank one is refused, not diagnosed."""
+    if str(path) == os.devnull:
+        raise InputError("the description is empty", path)
+    text = read_text(path, max_bytes, errors="replace")
+    if not text.strip():
+        raise InputError("the description is empty", path)
+    return text
+
+
+# What the values of one YAML file may add up to once every alias is expanded: a rule folder's
+# largest file holds a few thousand; "billion laughs" nests aliases to build 10**9 from 100.
+MAX_NODES = 1_000_000
+
+
+class TooManyNodes(ValueError):
+    pass
+
+
+def _check_expanded(data: Any, limit: int = MAX_NODES) -> None:
+    """Refuse a document whose aliases expand beyond ``limit`` values, without expanding it.
+
+    An alias makes the loader share one object, so each object's expanded size is counted once
+    (memoised by identity) and the walk is linear in the file, not in the expansion."""
+    sizes: dict[int, int] = {}
+
+    def size(obj: Any, depth: int) -> int:
+        if not isinstance(obj, (dict, list)):
+            return 1
+        key = id(obj)
+        known = sizes.get(key)
+        if known is not None:
+            return known
+        if depth > 500:
+            raise RecursionError
+        sizes[key] = 1  # a recursive alias counts once
+        children = obj.values() if isinstance(obj, dict) else obj
+        total = 1 + sum(size(child, depth + 1) for child in children)
+        if total > limit:
+            raise TooManyNodes(f"more than {limit} values once its aliases are expanded")
+        sizes[key] = total
+        return total
+
+    size(data, 0)
 
 
 def load_yaml(path: Path, text: str | None = None) -> Any:
@@ -143,7 +238,12 @@ def load_yaml(path: Path, text: str | None = None) -> Any:
     if text is None:
         text = read_text(path)
     try:
-        return yaml.load(text, Loader=_LineLoader)
+        data = yaml.load(text, Loader=_LineLoader)
+        if "*" in text:  # only aliases share objects; a file without one is its own size
+            _check_expanded(data)
+        return data
+    except TooManyNodes as exc:
+        raise InputError(f"refused: {exc}", path) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -161,7 +261,7 @@ def load_json(path: Path, text: str | None = None) -> Any:
     if text is None:
         text = read_text(path)
     try:
-        return json.loads(text, object_pairs_hook=unique_keys)
+        return json.loads(text, object_pairs_hook=unique_keys, parse_int=bounded_int)
     except RecursionError:
         raise InputError("malformed JSON: nested too deeply", path) from None
     except DuplicateKey as exc:

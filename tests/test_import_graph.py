@@ -19,7 +19,7 @@ AGENT = "ddpadvisor.tracing.agent"
 
 # Bottom to top; a module may import only from its own layer's package or from lower layers.
 LAYERS: list[set[str]] = [
-    {"errors", "bundled", "cliutil", "i18n", "yamlio", "__init__", "agent"},
+    {"errors", "bundled", "cliutil", "i18n", "yamlio", "terminal", "outputs", "__init__", "agent"},
     {"kb"},
     {"observation", "report"},
     {"engine", "scan"},

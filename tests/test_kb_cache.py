@@ -3,6 +3,7 @@ JSON that round-trips the KB and its model, and is never trusted when others cou
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -101,10 +102,15 @@ def test_cache_is_plain_json_without_code(tmp_path: Path, cache_home: Path) -> N
 
 
 def _plant_rare(path: Path) -> None:
-    """Rewrite a cached cause's prior in place (same length, so every offset still holds)."""
+    """Rewrite a cached cause's prior in place (same length, so every offset still holds), and
+    the body's checksum with it: a deliberate plant, not damage."""
     data = path.read_bytes()
     assert b'"prior":"common"' in data
-    path.write_bytes(data.replace(b'"prior":"common"', b'"prior":"rare"  '))
+    end = data.index(b"\n")
+    body = data[end + 1 :].replace(b'"prior":"common"', b'"prior":"rare"  ')
+    head = json.loads(data[:end])
+    head["body"] = hashlib.sha256(body).hexdigest()
+    path.write_bytes(json.dumps(head, separators=(",", ":")).encode() + b"\n" + body)
 
 
 @pytest.mark.parametrize("who", ["file", "folder"])

@@ -460,6 +460,7 @@ def test_cli_opens_the_tui_on_the_given_evidence(
         opened.append(self)
 
     monkeypatch.setattr(DDPAdvisorApp, "run", fake_run)
+    monkeypatch.setattr("ddpadvisor.cli.terminal_problem", lambda: None)  # pytest has no tty
     assert main(["--answers", str(answers), "--set", "loss_pattern=spikes", "--gpu", "no"]) == 0
     (app,) = opened
     assert not app.show_start  # evidence was given: straight to the questions
@@ -478,6 +479,7 @@ def test_cli_bad_evidence_fails_before_the_tui_starts(
     from ddpadvisor.cli import main
 
     monkeypatch.setattr(DDPAdvisorApp, "run", lambda self, *a, **k: pytest.fail("UI started"))
+    monkeypatch.setattr("ddpadvisor.cli.terminal_problem", lambda: None)
     assert main(["--answers", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ddpadvisor: error: ") and err.count("\n") == 1

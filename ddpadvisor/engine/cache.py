@@ -20,6 +20,7 @@ facts and claims), so a 10,000-cause rule folder costs little more than the bund
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -38,8 +39,9 @@ from ddpadvisor.kb.model import CATCH_ALL, KnowledgeBase, Origin
 from ddpadvisor.kb.schema import CHECKED, Cause, Claim, Fact, Fix, Mechanism, RuleTest
 
 # Bumped whenever compiling a KB gives other tables for the same files (4: the catch-all's
-# symptom rows mix in a typical catalogued cause), so a warm cache is not read as current.
-FORMAT = 4
+# symptom rows mix in a typical catalogued cause; 5: the header holds the SHA-256 of the
+# entry lines), so a warm cache is not read as current.
+FORMAT = 5
 KINDS: dict[str, type[BaseModel]] = {
     "facts": Fact,
     "mechanisms": Mechanism,
@@ -343,18 +345,132 @@ def _dump(kb: KnowledgeBase, model: CompiledModel, racy: dict[str, str]) -> byte
             "facts": facts,
         },
     }
-    return plain(header).encode() + b"\n" + b"".join(out.parts)
+    body = b"".join(out.parts)
+    header["body"] = hashlib.sha256(body).hexdigest()
+    return plain(header).encode() + b"\n" + body
+
+
+# A cache bigger than this is not read (nor written): a 10,000-cause rule folder makes ~60 MB.
+MAX_CACHE_BYTES = 512 * 1024 * 1024
+
+
+class Damaged(ValueError):
+    """A cache file that does not hold what this code wrote: discarded and rebuilt."""
+
+
+class Stale(ValueError):
+    """A cache of another format or version, or whose racy rule file changed: rebuilt."""
+
+
+def _finite_probabilities(xs: Any, *, open_low: bool = False) -> bool:
+    if not isinstance(xs, list):
+        return False
+    for x in xs:
+        if type(x) is not float and type(x) is not int:
+            return False
+        if not (x > 0.0 if open_low else x >= 0.0) or not x <= 1.0:  # NaN fails both
+            return False
+    return True
+
+
+def _ints(xs: Any, below: int) -> bool:
+    return isinstance(xs, list) and all(type(x) is int and 0 <= x < below for x in xs)
+
+
+def _offsets(at: Any, size: int) -> bool:
+    """Line start offsets, one past the end last: ascending and inside the body."""
+    if not isinstance(at, list) or not at or not _ints(at, size + 1):
+        return False
+    return all(a <= b for a, b in itertools.pairwise(at))
+
+
+def _strings(xs: Any) -> bool:
+    return isinstance(xs, list) and all(isinstance(x, str) for x in xs)
+
+
+def _check(doc: Any, body: bytes) -> None:
+    """Raise :class:`Damaged` unless the header is one this code wrote for this body.
+
+    The body's SHA-256 covers every entry line (a file cut off mid-write, an edited or
+    oversized entry); the header's tables are checked for what the engine relies on: finite
+    probabilities, non-empty class lists aligned with their rows, indices in range."""
+    if not isinstance(doc, dict):
+        raise Damaged("the header is not an object")
+    if doc.get("format") != FORMAT or doc.get("version") != __version__:
+        raise Stale("another cache format")
+    if doc.get("body") != hashlib.sha256(body).hexdigest():
+        raise Damaged("its entries do not match their checksum")
+    size = len(body)
+    racy, entries, m = doc.get("racy"), doc.get("entries"), doc.get("model")
+    if not isinstance(racy, dict) or not all(isinstance(v, str) for v in racy.values()):
+        raise Damaged("bad racy table")
+    if not _strings(doc.get("dirs")) or not isinstance(doc.get("aliases"), dict):
+        raise Damaged("bad folders or aliases")
+    if not isinstance(entries, dict) or not isinstance(m, dict):
+        raise Damaged("no entries or model")
+    for kind in KINDS:
+        got = entries.get(kind)
+        if not isinstance(got, dict) or not _strings(got.get("ids")):
+            raise Damaged(f"bad {kind} ids")
+        if not _offsets(got.get("at"), size) or len(got["at"]) != len(got["ids"]) + 1:
+            raise Damaged(f"bad {kind} offsets")
+    for key in ("origins", "tests"):
+        if not _offsets(doc.get(key), size) or len(doc[key]) != 2:
+            raise Damaged(f"bad {key} offsets")
+    causes = m.get("causes")
+    if causes is None:
+        causes = [*entries["causes"]["ids"], CATCH_ALL]
+    if not _strings(causes) or not causes:
+        raise Damaged("bad cause list")
+    n = len(causes)
+    if not _finite_probabilities(m.get("priors"), open_low=True) or len(m["priors"]) != n:
+        raise Damaged("priors are not probabilities, one per cause")
+    gates = m.get("gates")
+    if not isinstance(gates, list) or not all(
+        isinstance(g, list) and len(g) == 2 and _strings(g[0]) and _ints(g[1], n) for g in gates
+    ):
+        raise Damaged("bad gates")
+    if not _strings(m.get("measured")) or not _strings(m.get("setup")):
+        raise Damaged("bad measured or setup facts")
+    facts = m.get("facts")
+    if not isinstance(facts, dict):
+        raise Damaged("no fact tables")
+    for fid, t in facts.items():
+        if not isinstance(t, dict):
+            raise Damaged(f"fact {fid}: not a table")
+        classes, rows = t.get("classes"), t.get("rows")
+        if not _strings(classes) or not classes or len(set(classes)) != len(classes):
+            raise Damaged(f"fact {fid}: bad class list")
+        k = len(classes)
+        if not _finite_probabilities(t.get("healthy")) or len(t["healthy"]) != k:
+            raise Damaged(f"fact {fid}: bad healthy distribution")
+        if not isinstance(rows, list) or not all(
+            _finite_probabilities(r) and len(r) == k for r in rows
+        ):
+            raise Damaged(f"fact {fid}: bad likelihood rows")
+        linked, row = t.get("linked") or [], t.get("row") or []
+        if not (_ints(linked, n) and _ints(row, len(rows))) or len(row) != len(linked):
+            raise Damaged(f"fact {fid}: bad links")
+        if not _offsets(t.get("paths"), size) or len(t["paths"]) != 2:
+            raise Damaged(f"fact {fid}: bad path offsets")
 
 
 def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel, list[str]]:
     """The KB and model, and the racy files whose content was checked."""
-    end = data.index(b"\n")
-    doc = json.loads(data[:end])
-    if doc.get("format") != FORMAT or doc.get("version") != __version__:
-        raise ValueError("another cache format")
+    end = data.find(b"\n")
+    if end < 0:
+        raise Damaged("cut off in its header")
+    try:
+        doc = json.loads(data[:end])
+    except ValueError:
+        raise Damaged("its header is not JSON") from None
+    _check(doc, data[end + 1 :])
     for name, digest in doc["racy"].items():
-        if _digest(Path(name)) != digest:
-            raise ValueError("a rule file changed without changing its stamp")
+        try:
+            if _digest(Path(name)) != digest:
+                raise Stale("a rule file changed without changing its stamp")
+        except OSError:
+            raise Stale("a rule file is gone") from None
     texts = _Texts(data, end + 1)
     kb = KnowledgeBase(dirs=list(doc["dirs"]))
     for kind, model_type in KINDS.items():
@@ -436,11 +552,12 @@ def load_cached(dirs: list[Path]) -> tuple[KnowledgeBase, CompiledModel | None]:
     path = cache_dir() / found.name if found else None
     if path is not None and path.is_file() and trusted(path):
         try:
-            with path.open("rb") as fh:
-                data = fh.read()
+            data = _read(path)
             kb, model, checked = _restore(data)
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
-            pass  # a stale or broken cache is rebuilt below
+        except Stale:
+            pass  # rebuilt below, without a word: an upgrade or an edit does this
+        except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+            _note_damage(path, exc)  # Damaged, or something _check did not foresee
         else:
             if checked and found is not None and not _racy_now(found, checked):
                 _settle(path, data, found.prefix)
@@ -454,8 +571,35 @@ def load_cached(dirs: list[Path]) -> tuple[KnowledgeBase, CompiledModel | None]:
         return kb, None
     model = load_model(kb)
     if path is not None and found is not None:
-        _write(path, _dump(kb, model, racy), found.prefix)
+        data = _dump(kb, model, racy)
+        if len(data) <= MAX_CACHE_BYTES:
+            _write(path, data, found.prefix)
     return kb, model
+
+
+def _read(path: Path) -> bytes:
+    """The cache file's bytes: a regular file of bounded size, or :class:`Damaged`."""
+    from ddpadvisor.yamlio import NotARegularFile, read_regular
+
+    try:
+        data, longer = read_regular(path, MAX_CACHE_BYTES)
+    except NotARegularFile:
+        raise Damaged("not a regular file") from None
+    if longer:
+        raise Damaged(f"larger than {MAX_CACHE_BYTES} bytes")
+    return data
+
+
+def _note_damage(path: Path, exc: BaseException) -> None:
+    """One line on stderr: the cache was damaged (by a crash, a full disk or a hand) and is
+    rebuilt from the rule files; the rebuild below replaces the file."""
+    import sys
+
+    why = str(exc) if isinstance(exc, Damaged) else f"{type(exc).__name__}"
+    sys.stderr.write(
+        f"ddpadvisor: note: the KB cache {path.name} was damaged ({why}); rebuilt from the "
+        "rule files\n"
+    )
 
 
 def _racy_now(found: Stamp, checked: list[str]) -> bool:

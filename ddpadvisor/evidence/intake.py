@@ -680,12 +680,11 @@ def to_observations(
 
 
 def read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[:MAX_TEXT]
-    except FileNotFoundError:
-        raise InputError("no such file", path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
+    """A description file's text: a regular file of bounded size that says something (a FIFO,
+    a device or an empty file is one line, exit 2), cut to what the intake reads."""
+    from ddpadvisor.yamlio import read_description_text
+
+    return read_description_text(path)[:MAX_TEXT]
 
 
 def described(kb: KnowledgeBase, texts: Iterable[str]) -> list[Resemblance]:

@@ -12,9 +12,11 @@ from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.values import ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.scan import scan_file
+from ddpadvisor.yamlio import check_input_file
 
 
 def scan_script(kb: KnowledgeBase, path: Path) -> Gathered:
+    check_input_file(path)  # a FIFO or /proc/kmsg would block the scanner's read
     result = scan_file(path)
     out = Gathered(warnings=list(result.warnings))
     for finding in result.findings:

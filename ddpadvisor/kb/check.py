@@ -17,6 +17,7 @@ from ddpadvisor.kb.values import (
     parse_value,
     predicate_classes,
 )
+from ddpadvisor.yamlio import read_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -289,7 +290,8 @@ def seed_paragraphs(seeds_dir: Path) -> dict[str, int]:
     out = {}
     for path in sorted(seeds_dir.glob("*.txt")):
         prefix = path.name[:3]
-        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        text = read_text(path)  # a regular file of bounded size: never a FIFO or a device
+        lines = [ln for ln in text.splitlines() if ln.strip()]
         out[prefix] = len(lines) - 1
     return out
 

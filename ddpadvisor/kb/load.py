@@ -32,8 +32,14 @@ def load_kb(dirs: list[Path]) -> KnowledgeBase:
             raise InputError("KB folder does not exist", folder)
         if not folder.is_dir():
             raise InputError("KB path is not a folder", folder)
-        for path in kb_files(folder):
+        files = kb_files(folder)
+        if not files and folder != user_config_dir():
+            # A folder named by --kb that holds no rule is a wrong path, not an empty rule set
+            # (the config folder may well be empty).
+            raise InputError("KB folder holds no rule file (*.yaml, *.yml)", folder)
+        for path in files:
             _load_file(kb, path)
+    _duplicate_tests(kb)
     from ddpadvisor.kb.check import check_references
 
     check_references(kb)
@@ -108,6 +114,18 @@ def _load_file(kb: KnowledgeBase, path: Path) -> None:
                 kb.test_origins.append(origin)
             else:
                 _merge(kb, kind, obj, origin, patched=patch_mode is not None)
+
+
+def _duplicate_tests(kb: KnowledgeBase) -> None:
+    """Rule tests are run and reported by id: two of one id hide each other's outcome."""
+    first: dict[str, Origin] = {}
+    for test, origin in zip(kb.tests, kb.test_origins):
+        if test.id in first:
+            kb.problems.append(
+                Problem(origin, f"duplicate rule test id {test.id!r} (first at {first[test.id]})")
+            )
+        else:
+            first[test.id] = origin
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,40}")

@@ -6,6 +6,7 @@ was written and :mod:`ddpadvisor.kb.levels` maps levels to numbers when the grap
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, ClassVar, Literal
 
@@ -222,6 +223,16 @@ class Fact(_Translatable):
     classes: list[StrClass] | None = Field(
         None, description="Classes of a str fact; the last one should be a catch-all."
     )
+    min: float | None = Field(
+        None, description="Smallest value an int/float fact can take (a count of GPUs: 1)."
+    )
+    max: float | None = Field(None, description="Largest value an int/float fact can take.")
+    exclusive_min: float | None = Field(
+        None, description="The value must be above this (Adam's betas: 0)."
+    )
+    exclusive_max: float | None = Field(
+        None, description="The value must be below this (Adam's betas: 1)."
+    )
     healthy: dict[str, Probability] | None = Field(
         None,
         description="Distribution of the fact's classes in a job without any catalogued fault "
@@ -286,6 +297,18 @@ class Fact(_Translatable):
                 raise ValueError("'bins' must be strictly ascending")
         if self.classes is not None and self.type != "str":
             raise ValueError("'classes' is only for str facts")
+        bounds = (self.min, self.max, self.exclusive_min, self.exclusive_max)
+        if any(b is not None for b in bounds):
+            if self.type not in ("int", "float"):
+                raise ValueError("'min'/'max' are only for int and float facts")
+            if not all(math.isfinite(b) for b in bounds if b is not None):
+                raise ValueError("'min'/'max' must be finite numbers")
+            low = [b for b in (self.min, self.exclusive_min) if b is not None]
+            high = [b for b in (self.max, self.exclusive_max) if b is not None]
+            if low and high and max(low) >= min(high):
+                raise ValueError(
+                    "the fact's range is empty: its lower bound is not below its upper"
+                )
         return self
 
 

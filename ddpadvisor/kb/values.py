@@ -100,6 +100,7 @@ def parse_value(fact: Fact, raw: Any) -> Value | None:
     if is_unknown(raw):
         return None
     if isinstance(raw, str):
+        _no_surrogates(fact, raw)
         raw = _from_label(fact, raw)
     t = fact.type
     if t == "bool":
@@ -151,7 +152,13 @@ def _number(fact: Fact, raw: Any) -> int | float:
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueProblem(f"{fact.id} expects a finite number, got {value!r}")
     if abs(value) > MAX_MAGNITUDE:
-        raise ValueProblem(f"{fact.id}: {value:.3g} is out of range (|value| <= 1e15)")
+        shown = (
+            f"{value:.3g}"
+            if isinstance(value, float)
+            else f"an integer of {len(str(abs(value)))} digits"
+        )
+        raise ValueProblem(f"{fact.id}: {shown} is out of range (|value| <= 1e15)")
+    _in_range(fact, value)
     if fact.type == "int":
         if isinstance(value, float):
             if not value.is_integer():
@@ -159,6 +166,31 @@ def _number(fact: Fact, raw: Any) -> int | float:
             value = int(value)
         return value
     return float(value)
+
+
+def _in_range(fact: Fact, value: float) -> None:
+    """The fact's declared range (``min``, ``max``, ``exclusive_min``, ``exclusive_max``)."""
+    x = float(value)
+    if fact.min is not None and x < fact.min:
+        raise ValueProblem(f"{fact.id} must be at least {_fmt(fact.min)}, got {value!r}")
+    if fact.max is not None and x > fact.max:
+        raise ValueProblem(f"{fact.id} must be at most {_fmt(fact.max)}, got {value!r}")
+    if fact.exclusive_min is not None and x <= fact.exclusive_min:
+        raise ValueProblem(f"{fact.id} must be above {_fmt(fact.exclusive_min)}, got {value!r}")
+    if fact.exclusive_max is not None and x >= fact.exclusive_max:
+        raise ValueProblem(f"{fact.id} must be below {_fmt(fact.exclusive_max)}, got {value!r}")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_surrogates(fact: Fact, text: str) -> None:
+    """A lone surrogate (``\\ud800`` in a JSON file, an undecodable byte in an argument) is no
+    character: refused where it enters, as no output can carry it."""
+    if _SURROGATE.search(text):
+        raise ValueProblem(
+            f"{fact.id}: the value is not valid text (a lone surrogate or a byte that is not UTF-8)"
+        )
 
 
 def is_unknown(raw: Any) -> bool:

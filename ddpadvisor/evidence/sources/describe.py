@@ -14,7 +14,11 @@ if TYPE_CHECKING:
 
 def read(kb: KnowledgeBase, path: Path) -> Gathered:
     from ddpadvisor.evidence.intake import read_description
+    from ddpadvisor.yamlio import read_description_text
 
+    # Refuses, before the reader opens it, what is not a regular file of bounded size (a FIFO
+    # would block, /dev/zero never ends) and what says nothing at all.
+    read_description_text(path)
     return read_description(kb, path)
 
 

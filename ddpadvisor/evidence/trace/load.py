@@ -13,7 +13,7 @@ from typing import Any
 from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.sources.rankfiles import rank_files
 from ddpadvisor.tracing.agent.ddpadvisor_trace_agent import format as fmt
-from ddpadvisor.yamlio import NotARegularFile, read_regular, unique_keys
+from ddpadvisor.yamlio import NotARegularFile, bounded_int, read_regular, unique_keys
 
 Record = dict[str, Any]
 
@@ -73,13 +73,16 @@ def lines_of(raw: bytes) -> Iterator[Line]:
             yield Line(number, problem=f"record longer than {fmt.MAX_LINE_BYTES} bytes")
             continue
         try:
-            yield Line(number, json.loads(line, object_pairs_hook=unique_keys))
+            yield Line(
+                number, json.loads(line, object_pairs_hook=unique_keys, parse_int=bounded_int)
+            )
         except (ValueError, RecursionError) as exc:
             last = number == len(lines) or (number == len(lines) - 1 and ends_clean)
             if last and not ends_clean:
                 yield Line(number, problem="truncated")
             else:
-                why = str(exc)[:80] if "duplicate key" in str(exc) else "not valid JSON"
+                known = ("duplicate key", "an integer of")
+                why = str(exc)[:80] if str(exc).startswith(known) else "not valid JSON"
                 yield Line(number, problem=why)
 
 
@@ -272,7 +275,7 @@ def _read_meta(path: Path, warnings: list[str]) -> dict[str, Any] | None:
         raw, longer = _read_bounded(path, META_BYTES)
         if longer:
             raise ValueError(f"longer than {META_BYTES} bytes")
-        meta = json.loads(raw, object_pairs_hook=unique_keys)
+        meta = json.loads(raw, object_pairs_hook=unique_keys, parse_int=bounded_int)
     except InputError as exc:
         warnings.append(f"{exc.one_line()}; ignored")
         return None
