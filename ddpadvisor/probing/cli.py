@@ -20,6 +20,7 @@ from pathlib import Path
 from ddpadvisor.bundled import probe_catalog
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.errors import InputError
+from ddpadvisor.runs.options import count, seconds, word
 
 PROBES = probe_catalog()
 
@@ -34,18 +35,20 @@ def _parser() -> Parser:
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="probes to run (default: all)")
     p.add_argument("--list", action="store_true", help="list the probes and exit")
-    p.add_argument("--nproc", type=int, default=None, help="ranks per node (default: GPUs or 2)")
+    p.add_argument(
+        "--nproc", type=count(1), default=None, help="ranks per node (default: GPUs or 2)"
+    )
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds(zero=False),
         default=300.0,
         metavar="S",
         help="deadline for the whole run; every process is killed after it (default 300)",
     )
     p.add_argument(
         "--collective-timeout",
-        type=float,
+        type=seconds(zero=False),
         default=None,
         metavar="S",
         help="how long one collective may wait (default: half of --timeout, at most 60)",
@@ -53,19 +56,19 @@ def _parser() -> Parser:
     p.add_argument("--out", type=Path, default=Path("probe-results"), metavar="DIR")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     multi = p.add_argument_group("multi-node (run the same command on every node)")
-    multi.add_argument("--nnodes", type=int, default=1)
-    multi.add_argument("--node-rank", type=int, default=None)
+    multi.add_argument("--nnodes", type=count(1), default=1)
+    multi.add_argument("--node-rank", type=count(0), default=None)
     multi.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT")
-    multi.add_argument("--rdzv-id", default=None)
+    multi.add_argument("--rdzv-id", type=word("an id"), default=None)
     user = p.add_argument_group("your training setup (makes the results evidence about it)")
     user.add_argument("--model", metavar="MODULE:FACTORY", help="checksums and scaler model")
     user.add_argument("--after-wrap", metavar="MODULE:FUNC", help="FUNC(ddp_model) after wrap")
     user.add_argument("--ddp-kwargs", metavar="JSON", help="DistributedDataParallel kwargs")
-    user.add_argument("--steps", type=int, help="checksums: synthetic steps (default 3)")
+    user.add_argument("--steps", type=count(1), help="checksums: synthetic steps (default 3)")
     user.add_argument("--setup", metavar="MODULE:FUNC", help="seeds: your seeding function")
     user.add_argument("--dataset", metavar="MODULE:FACTORY", help="sampler: dataset/sampler")
-    user.add_argument("--dataset-size", type=int)
-    user.add_argument("--batch-size", type=int)
+    user.add_argument("--dataset-size", type=count(1))
+    user.add_argument("--batch-size", type=count(1))
     user.add_argument("--seed", type=int, help="sampler seed")
     user.add_argument("--seed-per-rank", action="store_true")
     user.add_argument("--no-shuffle", action="store_true")
@@ -150,12 +153,15 @@ def main(argv: list[str]) -> int:
     if importlib.util.find_spec("torch") is None:
         raise InputError("probes need PyTorch in this Python environment (pip install torch)")
     gpus = _gpu_count()
-    nproc = args.nproc or (gpus if gpus and args.backend != "gloo" else 2)
-    if nproc < 1 or args.nnodes < 1:
-        raise InputError("--nproc and --nnodes must be at least 1", "--nproc")
+    if args.nproc is not None:
+        nproc = args.nproc
+    else:
+        nproc = gpus if gpus and args.backend != "gloo" else 2
     if args.nnodes > 1 and not args.rdzv_endpoint:
         raise InputError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT", "--nnodes")
-    collective = args.collective_timeout or min(60.0, max(args.timeout / 2, 1.0))
+    collective = args.collective_timeout
+    if collective is None:
+        collective = min(60.0, max(args.timeout / 2, 1.0))
     spec = LaunchSpec(
         probes=names,
         out=args.out,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.errors import InputError, RunFailed
+from ddpadvisor.runs.options import count, seconds, word
 from ddpadvisor.tracing import DEFAULT_EVERY, ENV_DIR, ENV_EVERY, ENV_MAX_STEPS, agent_dir
 from ddpadvisor.tracing.launch import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
 
@@ -37,12 +38,16 @@ def _parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--nproc", type=int, default=None, metavar="N", help="processes (default: GPUs, else 2)"
+        "--nproc",
+        type=count(1),
+        default=None,
+        metavar="N",
+        help="processes (default: GPUs, else 2)",
     )
     p.add_argument("--out", type=Path, default=Path("ddpadvisor-trace"), metavar="DIR")
     p.add_argument(
         "--every",
-        type=int,
+        type=count(1),
         default=DEFAULT_EVERY,
         metavar="K",
         help=f"compare checksums across ranks every K optimizer steps (default {DEFAULT_EVERY}; "
@@ -50,14 +55,14 @@ def _parser() -> Parser:
     )
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=count(1),
         default=None,
         metavar="S",
         help="end the job after S optimizer steps",
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds(zero=True),
         default=DEFAULT_TIMEOUT_S,
         metavar="SEC",
         help=f"wall-clock limit of the run from its launch; every process is stopped after it "
@@ -65,7 +70,7 @@ def _parser() -> Parser:
     )
     p.add_argument(
         "--stall",
-        type=float,
+        type=seconds(zero=True),
         default=DEFAULT_STALL_S,
         metavar="SEC",
         help="end the run when no rank made progress for SEC seconds, counted from the launch "
@@ -79,6 +84,7 @@ def _parser() -> Parser:
     )
     p.add_argument(
         "--verify",
+        type=word("a cause id (see `ddpadvisor kb graph`)"),
         metavar="CAUSE",
         default=None,
         help="after the run, diagnose the trace and exit 1 if CAUSE is still ranked first",
@@ -145,7 +151,7 @@ def main(argv: list[str]) -> int:
     if nproc < 1:
         raise InputError(f"--nproc must be at least 1, got {nproc}")
     engine = None
-    if args.verify:  # check the cause id before spending a run on it
+    if args.verify is not None:  # check the cause id before spending a run on it
         from ddpadvisor.service import load_engine
 
         engine = load_engine(args.kb_dirs)
