@@ -47,7 +47,10 @@ STEP_NEEDS = {"probe": ("machine",), "scan": ("script",), "trace": ("script", "m
 ACCESS_PRIOR = 1.0
 
 COMMANDS = {
-    "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --json --trace ddpadvisor-trace",
+    # the trace goes to ddpadvisor-trace, or to ddpadvisor-trace-2, -3, … when that one holds
+    # an earlier trace; the command prints the folder it used
+    "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --json --trace "
+    "ddpadvisor-trace (or the -2, -3, … folder it prints)",
     "scan": "ddpadvisor --json --script train.py",
 }
 

@@ -10,6 +10,7 @@ outlives the command, whatever ends it.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
 import json
@@ -21,8 +22,10 @@ from ddpadvisor.bundled import probe_catalog
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.errors import InputError
 from ddpadvisor.runs.options import count, seconds, word
+from ddpadvisor.runs.outdir import choose, claimed
 
 PROBES = probe_catalog()
+DEFAULT_OUT = Path("probe-results")
 
 
 def _parser() -> Parser:
@@ -53,7 +56,20 @@ def _parser() -> Parser:
         metavar="S",
         help="how long one collective may wait (default: half of --timeout, at most 60)",
     )
-    p.add_argument("--out", type=Path, default=Path("probe-results"), metavar="DIR")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"where the results go: a new or empty folder (default {DEFAULT_OUT}, or "
+        f"{DEFAULT_OUT}-2, -3, … when that one holds files; the folder used is printed)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a --out that holds files: earlier results there are replaced, other "
+        "files are left alone",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     multi = p.add_argument_group("multi-node (run the same command on every node)")
     multi.add_argument("--nnodes", type=count(1), default=1)
@@ -121,8 +137,6 @@ def probe_args(args: object) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from ddpadvisor.probing.launch import LaunchSpec, launch
-
     args = _parser().parse_args(argv)
     if args.list:
         for name, text in PROBES.items():
@@ -132,8 +146,6 @@ def main(argv: list[str]) -> int:
     if unknown:
         raise InputError(f"unknown probe {unknown[0]!r}; choose from {', '.join(PROBES)}", "NAME")
     names = [n for n in PROBES if n in args.names] if args.names else list(PROBES)
-    if args.timeout <= 0:
-        raise InputError("--timeout must be positive", "--timeout")
     for option, value, what in (
         ("--model", args.model, "MODULE:FACTORY"),
         ("--after-wrap", args.after_wrap, "MODULE:FUNC"),
@@ -148,7 +160,7 @@ def main(argv: list[str]) -> int:
             raise InputError(f"--ddp-kwargs is not JSON: {exc}", "--ddp-kwargs") from None
         if not isinstance(kwargs, dict):
             raise InputError("--ddp-kwargs must be a JSON object", "--ddp-kwargs")
-    if args.out.exists() and not args.out.is_dir():
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise InputError("--out exists and is not a folder", args.out)
     if importlib.util.find_spec("torch") is None:
         raise InputError("probes need PyTorch in this Python environment (pip install torch)")
@@ -162,9 +174,20 @@ def main(argv: list[str]) -> int:
     collective = args.collective_timeout
     if collective is None:
         collective = min(60.0, max(args.timeout / 2, 1.0))
+    if args.nnodes > 1:  # every node writes into the one folder (often shared): no claim
+        return _run(args, names, nproc, collective, args.out or DEFAULT_OUT)
+    with claimed(choose(args.out, DEFAULT_OUT), force=args.force, what="probe result") as out:
+        return _run(args, names, nproc, collective, out)
+
+
+def _run(
+    args: argparse.Namespace, names: list[str], nproc: int, collective: float, out: Path
+) -> int:
+    from ddpadvisor.probing.launch import LaunchSpec, launch
+
     spec = LaunchSpec(
         probes=names,
-        out=args.out,
+        out=out,
         nproc=nproc,
         backend=args.backend,
         deadline_s=args.timeout,
@@ -179,13 +202,13 @@ def main(argv: list[str]) -> int:
     if result.failed:
         with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
             sys.stderr.write(f"ddpadvisor probe: {result.message}\n")
-            sys.stderr.write(f"ddpadvisor probe: details in {args.out / 'run.json'}\n")
+            sys.stderr.write(f"ddpadvisor probe: details in {out / 'run.json'}\n")
         return result.exit_code
     if not args.quiet:
         note = " (a crash at exit after every result was written was ignored)"
         sys.stderr.write(
             f"ddpadvisor probe: {result.message}"
             + (note if result.teardown_crash_ignored else "")
-            + f"; read with: ddpadvisor --json --probe-results {args.out}\n"
+            + f"; read with: ddpadvisor --json --probe-results {out}\n"
         )
     return 0
