@@ -60,11 +60,14 @@ def engine() -> Engine:
 
 
 def _read(engine: Engine, text: str) -> float:
-    """Seconds the ``ask`` reader takes on a text: facts from it, and what it reads like."""
-    start = time.perf_counter()
+    """CPU seconds the ``ask`` reader takes on a text: facts from it, and what it reads like.
+
+    CPU time of this process, not wall time: the reader is single-threaded, and a loaded CI
+    machine (three test workers on two cores) must not turn a linear read into a failure."""
+    start = time.process_time()
     extract(engine.kb, text)
     described(engine.kb, [text])
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 SHAPES = {
@@ -135,9 +138,9 @@ def test_fences_pair_and_an_unclosed_fence_opens_nothing() -> None:
 
 def test_the_code_lines_of_a_staircase_are_found_quickly() -> None:
     text = "".join(" " * i + "a:\n" for i in range(800))
-    start = time.perf_counter()
+    start = time.process_time()
     code_blocks(text)
-    assert time.perf_counter() - start < 1.0  # was over 10 minutes
+    assert time.process_time() - start < 1.0  # was over 10 minutes
 
 
 @pytest.mark.parametrize(
@@ -166,9 +169,9 @@ def test_the_fallback_caps_every_unbounded_repeat() -> None:
         r"a{0,64}?b{1,64}c{2,64}[*+]\*(?:x){1,64}?"
     )
     slow = patterns._Bounded(r"(?P<value>\d+)\s*GPUs")
-    start = time.perf_counter()
+    start = time.process_time()
     assert slow.search("1" * 200_000) is None
-    assert time.perf_counter() - start < 2.0  # unbounded: 20,000 digits took 15 s
+    assert time.process_time() - start < 2.0  # unbounded: 20,000 digits took 15 s
 
 
 @pytest.mark.skipif(patterns._re2 is None, reason="google-re2 is not installed")
@@ -219,10 +222,10 @@ def test_kb_validate_names_a_backtracking_user_pattern(
 
 def test_the_scanner_does_not_fold_towers_of_powers() -> None:
     tower = ast.parse("(((10**64)**64)**64)**64", mode="eval").body
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(Undecidable):
         evaluate(tower)
     with pytest.raises(Undecidable):
         evaluate(ast.parse("(0,) * 10**12", mode="eval").body)
     assert evaluate(ast.parse("2**40 * 3", mode="eval").body) == 3 * 2**40
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
