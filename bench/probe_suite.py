@@ -1,14 +1,17 @@
 """Wall time of the probe suite (2 gloo ranks) next to `accelerate test`, side by side.
 
-    python bench/probe_suite.py [--repeat 3] [--nproc 2] [--no-accelerate] [--no-cli]
+    python bench/probe_suite.py [--repeat 5] [--nproc 2] [--direct] [--accelerate-bin DIR]
 
-Each round runs, one after the other: ``torchrun probes/run_all.py``, ``ddpadvisor probe``
-and ``accelerate test``; the medians over the rounds are compared, so a change in the
-machine's load hits all of them alike. accelerate lives in the bench's own environment (a
-venv under ~/.cache/ddpadvisor-bench that sees this interpreter's packages through a .pth
-file and gets accelerate by pip), never in the project's. ``accelerate test`` runs with its
-defaults: on a machine without GPUs that is one process. The load average is printed with
-the figures; per-probe seconds and start offsets come from the rank files.
+Each round runs ``ddpadvisor probe`` and ``accelerate test`` one right after the other, the
+order alternating from round to round (probe first in rounds 1, 3, 5), so a change in the
+machine's load hits both alike; the ratio of the medians is the figure the contract bounds
+(<= 1.0), printed with the median of the per-round ratios. ``--direct`` adds a plain
+``torchrun probes/run_all.py`` to each round. accelerate lives in the bench's own environment
+(a venv under ~/.cache/ddpadvisor-bench that sees this interpreter's packages through a .pth
+file and gets accelerate by pip), never in the project's; ``--accelerate-bin DIR`` uses the
+``accelerate`` in DIR instead. ``accelerate test`` runs with its defaults: on a machine without
+GPUs that is one process. The load average is printed with the figures; per-probe seconds and
+start offsets come from the rank files of the ``ddpadvisor probe`` runs.
 """
 
 from __future__ import annotations
@@ -78,35 +81,55 @@ def per_probe(out: Path) -> dict[str, tuple[float, float]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--direct", action="store_true", help="also time torchrun run_all.py")
     parser.add_argument("--no-accelerate", action="store_true")
-    parser.add_argument("--no-cli", action="store_true", help="skip `ddpadvisor probe`")
+    parser.add_argument("--accelerate-bin", type=Path, default=None, metavar="DIR")
     args = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    accel_bin = None if args.no_accelerate else accelerate_env()
+    accel_bin = None
+    if not args.no_accelerate:
+        accel_bin = args.accelerate_bin or accelerate_env()
     load_before = os.getloadavg()
-    times: dict[str, list[float]] = {"torchrun run_all.py": [], "ddpadvisor probe": []}
-    times["accelerate test"] = []
+    times: dict[str, list[float]] = {"ddpadvisor probe": [], "accelerate test": []}
+    if args.direct:
+        times["torchrun run_all.py"] = []
     probes: list[dict[str, tuple[float, float]]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.repeat):
+
+        def probe(i: int) -> None:
+            out = Path(tmp) / f"cli{i}"
+            cmd = [sys.executable, "-m", "ddpadvisor", "probe", "--nproc", str(args.nproc)]
+            cmd += ["--backend", "gloo", "--out", str(out), "--quiet"]
+            times["ddpadvisor probe"].append(timed(cmd, env)[0])
+            probes.append(per_probe(out))
+
+        def accelerate() -> None:
+            if accel_bin is None:
+                return
+            accel_env = {**env, "PATH": f"{accel_bin}:{env.get('PATH', '')}"}
+            wall, stdout = timed([str(accel_bin / "accelerate"), "test"], accel_env, Path(tmp))
+            if "Test is a success" not in stdout:
+                raise SystemExit("accelerate test did not report success")
+            times["accelerate test"].append(wall)
+
+        def direct(i: int) -> None:
             out = Path(tmp) / f"direct{i}"
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
             cmd += ["--nproc_per_node", str(args.nproc), str(REPO / "probes" / "run_all.py")]
             cmd += ["--backend", "gloo", "--out", str(out)]
             times["torchrun run_all.py"].append(timed(cmd, env)[0])
-            probes.append(per_probe(out))
-            if not args.no_cli:
-                cmd = [sys.executable, "-m", "ddpadvisor", "probe", "--nproc", str(args.nproc)]
-                cmd += ["--backend", "gloo", "--out", str(Path(tmp) / f"cli{i}"), "--quiet"]
-                times["ddpadvisor probe"].append(timed(cmd, env)[0])
-            if accel_bin is not None:
-                accel_env = {**env, "PATH": f"{accel_bin}:{env.get('PATH', '')}"}
-                wall, stdout = timed([str(accel_bin / "accelerate"), "test"], accel_env, Path(tmp))
-                if "Test is a success" not in stdout:
-                    raise SystemExit("accelerate test did not report success")
-                times["accelerate test"].append(wall)
+
+        for i in range(args.repeat):
+            if i % 2 == 0:
+                probe(i)
+                accelerate()
+            else:
+                accelerate()
+                probe(i)
+            if args.direct:
+                direct(i)
     load_after = os.getloadavg()
     cores = os.cpu_count()
     print(
@@ -120,9 +143,13 @@ def main() -> int:
             runs = ", ".join(f"{w:.2f}" for w in walls)
             print(f"  {name:<22} {medians[name]:6.2f} s   (runs: {runs})")
     base = medians.get("accelerate test")
-    for name in ("torchrun run_all.py", "ddpadvisor probe"):
+    for name in ("ddpadvisor probe", "torchrun run_all.py"):
         if base and name in medians:
-            print(f"  ratio {name} / accelerate test: {medians[name] / base:.2f}")
+            print(f"  ratio {name} / accelerate test: {medians[name] / base:.2f} (medians)")
+    if times["accelerate test"] and times["ddpadvisor probe"]:
+        pairs = zip(times["ddpadvisor probe"], times["accelerate test"])
+        ratio = statistics.median(p / a for p, a in pairs)
+        print(f"  median of the per-round ratios ddpadvisor probe / accelerate test: {ratio:.2f}")
     print(f"per probe ({args.nproc} gloo ranks, slowest rank; start offset from the first):")
     for name in PROBES:
         secs = statistics.median(p[name][0] for p in probes if name in p)

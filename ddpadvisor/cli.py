@@ -185,6 +185,7 @@ def cmd_ask(argv: list[str]) -> int:
         verified=got.verified,
         resemblance=described(engine.kb, texts),
         lang=lang,
+        run_failed=got.failed,
     )
     diagnosis.intake = [
         IntakeOut(fact=f.fact, value=f.value, phrase=f.phrase, origin=f.origin) for f in found

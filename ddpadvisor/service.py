@@ -54,6 +54,7 @@ def diagnose(
         verified=got.verified,
         resemblance=got.resemblance,
         lang=lang,
+        run_failed=got.failed,
     )
     if got.failed:
         diagnosis = diagnosis.model_copy(update={"run_failed": True})

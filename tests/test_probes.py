@@ -18,6 +18,7 @@ from ddpadvisor.cli import main as cli_main
 from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.probe_results import read_probe_results
 from ddpadvisor.probing.launch import LaunchSpec, classify, launch, pick_culprits, torchrun_command
+from ddpadvisor.runs import command
 from tests.conftest import REPO
 
 PROBES_DIR = REPO / "probes"
@@ -284,7 +285,10 @@ def test_at_the_deadline_every_unfinished_rank_is_named() -> None:
 
 def test_torchrun_command_uses_the_stock_launcher(tmp_path: Path) -> None:
     single = torchrun_command(LaunchSpec(probes=["env"], out=tmp_path, nproc=3))
-    assert single[1:3] == ["-m", "torch.distributed.run"] and "--standalone" in single
+    # torchrun's own module, run as `python -m` runs it, under the prelude that skips
+    # Python's finalization once it is done
+    assert single[1:5] == ["-c", command.FAST_EXIT, "-m", "torch.distributed.run"]
+    assert "--standalone" in single
     assert single[single.index("--nproc_per_node") + 1] == "3"
     multi = torchrun_command(
         LaunchSpec(probes=["env"], out=tmp_path, nnodes=2, rdzv_endpoint="10.0.0.1:29400")
@@ -422,14 +426,18 @@ def test_reader_rejects_a_folder_without_results(engine: Any, tmp_path: Path) ->
         (["probe", "nosuch"], "unknown probe 'nosuch'"),
         (["probe", "--model", "no_colon"], "--model expects MODULE:FACTORY"),
         (["probe", "--ddp-kwargs", "{oops"], "--ddp-kwargs is not JSON"),
-        (["probe", "--timeout", "0"], "--timeout must be positive"),
+        (["probe", "--timeout", "0"], "--timeout: must be a number above 0"),
         (["probe", "--nnodes", "2"], "needs --rdzv-endpoint"),
     ],
 )
 def test_probe_rejects_bad_arguments_in_one_line(
     argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli_main(argv) == 2
+    try:
+        code = cli_main(argv)
+    except SystemExit as exc:  # argparse's own checks (the option types) exit from parsing
+        code = exc.code
+    assert code == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 

@@ -213,8 +213,39 @@ def test_teardown_crash_only_after_every_rank_finished(
 
 def test_the_command_is_torchruns() -> None:
     one = command.torchrun_command(["-m", "pkg.train", "--lr", "1"], nproc=3)
-    assert one[1:3] == ["-m", "torch.distributed.run"] and "--standalone" in one
+    # torchrun's own module, run as `python -m` runs it, under the prelude that skips
+    # Python's finalization once it is done
+    assert one[1:5] == ["-c", command.FAST_EXIT, "-m", "torch.distributed.run"]
+    assert "--standalone" in one
     assert one[one.index("--nproc_per_node") + 1] == "3"
     assert one[-4:] == ["-m", "pkg.train", "--lr", "1"]
     many = command.torchrun_command(["t.py"], nproc=1, nnodes=2, rdzv_endpoint="h:1", node_rank=1)
     assert "--standalone" not in many and many[many.index("--node_rank") + 1] == "1"
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "said"),
+    [
+        ("pass", 0, ""),
+        ("raise SystemExit(3)", 3, ""),
+        ("raise SystemExit('bad usage')", 1, "bad usage"),
+        ("raise RuntimeError('Root Cause here')", 1, "RuntimeError: Root Cause here"),
+    ],
+)
+def test_the_fast_exit_prelude_keeps_the_modules_exit_status(
+    tmp_path: Path, code: str, status: int, said: str
+) -> None:
+    (tmp_path / "mod_under_test.py").write_text(
+        f"import atexit, sys\natexit.register(lambda: print('finalized'))\n"
+        f"print('args', sys.argv[1:], flush=True)\nif __name__ == '__main__':\n    {code}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", command.FAST_EXIT, "-m", "mod_under_test", "--x", "1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == status, proc.stderr
+    assert "args ['--x', '1']" in proc.stdout and said in proc.stderr
+    assert "finalized" not in proc.stdout  # Python's exit work is skipped

@@ -305,3 +305,24 @@ def test_scaler_state_difference_is_located(tmp_path, kb):  # type: ignore[no-un
     assert obs.where == "rank 1 step 3"
     assert obs.detail.startswith("scaler state differs on rank 1 at step 3")
     assert f["uses_grad_scaler"].value is True
+
+
+def test_a_trace_with_no_step_is_a_failed_run_never_healthy(tmp_path: Path) -> None:
+    """Only a start line (and a meta.json that is a list): the reader says no step was
+    recorded, the run counts as failed (exit 3) and the verdict is never 'looks-healthy'."""
+    import subprocess
+    import sys
+
+    start = {"k": "start", "v": 3, "rank": 0, "world": 2, "backend": "gloo", "t": 0.01}
+    (tmp_path / "rank0.jsonl").write_text(json.dumps(start) + "\n")
+    (tmp_path / "meta.json").write_text("[]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddpadvisor", "--json", "--trace", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 3, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["verdict"] != "looks-healthy" and out["run_failed"] is True
+    assert any(str(tmp_path) in w and "no optimizer step" in w for w in out["warnings"])

@@ -331,6 +331,7 @@ class Engine:
         verified: Mapping[str, str] | None = None,
         resemblance: Sequence[Resemblance] = (),
         lang: Lang = "en",
+        run_failed: bool = False,
     ) -> Diagnosis:
         res = resolve(observations, lang)
         winners = self.with_implied(res.winners)
@@ -341,6 +342,8 @@ class Engine:
         described = {r.cause: r for r in resemblance}
         ranking = post.ranking()
         verdict = self._verdict(post, ranking[0], observed, winners)
+        if run_failed and verdict == "looks-healthy":
+            verdict = "undecided"  # a run that failed (or took no step) never looks healthy
         shown = ranking[:top] if top else ranking
         if top is None and len(ranking) > LIST_AT_MOST:
             shown = ranking[:LIST_AT_MOST]

@@ -70,7 +70,10 @@ def decline_hints(step_id: str, kind: str) -> list[str]:
 
 COMMANDS = {
     "attach": "ddpadvisor --json --attach trainer_state.json  (or your training log, DeepSpeed/accelerate config, launch command, pip list)",
-    "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --json --trace ddpadvisor-trace",
+    # the trace goes to ddpadvisor-trace, or to ddpadvisor-trace-2, -3, … when that one holds
+    # an earlier trace; the command prints the folder it used
+    "trace": "ddpadvisor trace --nproc 2 -- train.py [args]  then  ddpadvisor --json --trace "
+    "ddpadvisor-trace (or the -2, -3, … folder it prints)",
     "scan": "ddpadvisor --json --script train.py",
 }
 

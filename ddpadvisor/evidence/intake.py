@@ -29,11 +29,11 @@ import re
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from ddpadvisor.errors import InputError
 from ddpadvisor.kb.model import KnowledgeBase
+from ddpadvisor.kb.patterns import Pattern, compiled
 from ddpadvisor.kb.resemblance import Resemblance, resemble_readings
 from ddpadvisor.kb.schema import Fact
 from ddpadvisor.kb.values import Value, ValueProblem, parse_value
@@ -146,14 +146,14 @@ PER_CARD = re.compile(r"(?:每|\b(?:per|each|every)\s+)$", re.IGNORECASE)
 def _not_a_count(text: str, m: re.Match[str], raw: str) -> bool:
     """Whether a number a count pattern captured is a model name's, a per-card phrase's, the
     single-GPU reference's ("一张卡") or otherwise not a count of the DDP run."""
-    at = m.start("value")
+    at = m.start(m.re.groupindex["value"])  # RE2 matches take a group number only
     if at > 0 and GLUED.match(text[at - 1]) and raw[:1].isdigit():
         return True
     if any(
         a <= at < b for a, b in (x.span() for x in SINGLE_GPU.finditer(text, m.start(), m.end()))
     ):
         return True  # "一张卡", "1 GPU": the count names the single-GPU reference itself
-    if raw.lower() in ONE and ONE_CARD.match(text, m.end("value")):
+    if raw.lower() in ONE and ONE_CARD.match(text, m.end(m.re.groupindex["value"])):
         return True  # "一张3090", "one A100": a single card is the reference run
     if BY.search(text[max(0, m.start() - 6) : m.start()]):
         return True  # "seen by two ranks": some of the ranks, not how many there are
@@ -290,9 +290,8 @@ class Finding:
     origin: str = "text"  # "text": a phrase of the description; "code": a line of its code
 
 
-@cache
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+def _compiled(pattern: str) -> Pattern:
+    return compiled(pattern)  # RE2 where it serves: linear in the text (ddpadvisor.kb.patterns)
 
 
 def extract(kb: KnowledgeBase, text: str) -> list[Finding]:
@@ -499,22 +498,146 @@ def _scalings(
 
 
 # ---------------------------------------------------------------------------- code in the text
-FENCE = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n(?P<code>.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+# Code is found line by line with string methods, never by a pattern that could backtrack, so
+# reading a paste takes time in proportion to its length whatever its shape (a line of 2,000
+# spaces, a staircase of indents, a thousand fences that never close).
+FENCE_CHARS = "`~"
+MIN_FENCE = 3  # ``` or ~~~ at least
 # A line that reads as a Python statement rather than prose: a keyword that opens a statement,
 # a decorator, an assignment, or a bare call. Prose rarely ends in ")" or ":" after a dotted
 # name; a run of such lines is taken as code only when it parses.
-CODE_LINE = re.compile(
-    r"^[ \t]*(?:>>> |\.\.\. )?(?:"
-    r"(?:for|while|with|if|elif|else|try|except|finally|def|class|import|from|return)\b[^\n]*"
-    r"|@[\w.]+[^\n]*"
-    r"|[\w.\[\]'\", ]+\s*(?:[-+*/@%]|//)?=(?!=)[^\n]*"
-    r"|[\w.\[\]]+\([^\n]*\)[ \t]*(?:#[^\n]*)?"
-    r"|#[^\n]*"
-    r")$"
+STATEMENT_KEYWORDS = frozenset(
+    {"for", "while", "with", "if", "elif", "else", "try", "except", "finally", "def", "class"}
+    | {"import", "from", "return"}
 )
-INLINE_CODE = re.compile(r"^(\s*)`([^`]+)`\s*$")  # a line of code posted as `inline code`
+TARGET_CHARS = frozenset(".[]'\", ")  # an assignment's target: these and word characters
+CALLEE_CHARS = frozenset(".[]")  # a called name: these and word characters
+AUGMENTED = ("//", "-", "+", "*", "/", "@", "%")  # the operator of an augmented assignment
+PROMPTS = (">>> ", "... ")
+ORPHANS = ("else", "elif", "except", "finally")  # clauses cut from the statement they close
 MIN_CODE_LINES = 2  # one line of code in prose is a mention ("I call model.module(x)")
 MAX_REPAIRS = 24  # lines dropped from an excerpt that does not parse as pasted
+MAX_EXCERPTS = 24  # excerpts of one text given to the scanner (each costs about 2 ms)
+MAX_SCANNED = 60_000  # characters of code scanned from one text, all excerpts together
+
+
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _leading_word(body: str) -> str:
+    end = 0
+    while end < len(body) and _word(body[end]):
+        end += 1
+    return body[:end]
+
+
+def _looks_like_code(line: str) -> bool:
+    """Whether one line reads as a Python statement (after its indent, and a ``>>>`` or
+    ``...`` prompt if it has one)."""
+    body = line.lstrip(" \t")
+    return _statement(body) or (body.startswith(PROMPTS) and _statement(body[4:]))
+
+
+def _statement(body: str) -> bool:
+    if not body:
+        return False
+    if body[0] == "#":
+        return True
+    if body[0] == "@":
+        return len(body) > 1 and (_word(body[1]) or body[1] == ".")
+    if _leading_word(body[:9]) in STATEMENT_KEYWORDS:  # the whole word: no keyword is 9 long
+        return True
+    return _assignment(body) or _call(body)
+
+
+def _assignment(body: str) -> bool:
+    """``target = value``, or an augmented one (``total += loss``); never ``==``."""
+    eq = body.find("=")
+    if eq <= 0 or body[eq + 1 : eq + 2] == "=":
+        return False
+    head = body[:eq]
+    for op in AUGMENTED:
+        if head.endswith(op):
+            head = head[: -len(op)]
+            break
+    head = head.rstrip()
+    return bool(head) and all(_word(ch) or ch in TARGET_CHARS for ch in head)
+
+
+def _call(body: str) -> bool:
+    """``name.attr[i](...)`` closing the line, with at most spaces and a comment after it."""
+    end = 0
+    while end < len(body) and (_word(body[end]) or body[end] in CALLEE_CHARS):
+        end += 1
+    if end == 0 or body[end : end + 1] != "(":
+        return False
+    i = end + 1
+    while True:
+        i = body.find(")", i)
+        if i < 0:
+            return False
+        j = i + 1
+        while j < len(body) and body[j] in " \t":
+            j += 1
+        if j == len(body) or body[j] == "#":
+            return True
+        i = j  # what was skipped holds no ")"
+
+
+def _inline(line: str) -> str:
+    """A line posted as `inline code` without its backticks (its indent kept)."""
+    stripped = line.strip()
+    if len(stripped) > 2 and stripped[0] == stripped[-1] == "`" and "`" not in stripped[1:-1]:
+        return line[: len(line) - len(line.lstrip())] + stripped[1:-1]
+    return line
+
+
+def _fence(line: str) -> str:
+    """The fence a line opens (``` or ~~~ and longer), or ""."""
+    body = line.lstrip(" \t")
+    ch = body[:1]
+    if not ch or ch not in FENCE_CHARS:
+        return ""
+    n = len(body) - len(body.lstrip(ch))
+    return body[:n] if n >= MIN_FENCE else ""
+
+
+def _fenced(text: str) -> list[tuple[int, int]]:
+    """The (start, end) offsets of the code inside each closed fence.
+
+    A fence closes on a later line holding only a run of its character, as long as the
+    opening one, else the first shorter run of at least three; a fence that never closes
+    opens nothing. Closing lines are indexed once, so unclosed fences cost no rescans.
+    """
+    lines = text.split("\n")
+    offsets = []
+    at = 0
+    for line in lines:
+        offsets.append(at)
+        at += len(line) + 1
+    closers: dict[tuple[str, int], list[int]] = {}
+    for i, line in enumerate(lines):
+        body = line.strip(" \t")
+        if len(body) >= MIN_FENCE and body[0] in FENCE_CHARS and not body.strip(body[0]):
+            closers.setdefault((body[0], len(body)), []).append(i)
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines) - 1:  # an opening line needs the newline after it
+        fence = _fence(lines[i])
+        close = None
+        for n in range(len(fence), MIN_FENCE - 1, -1) if fence else ():
+            rows = closers.get((fence[0], n), [])
+            k = bisect.bisect_right(rows, i)
+            if k < len(rows):
+                close = rows[k]
+                break
+        if close is None:
+            i += 1
+            continue
+        spans.append((offsets[i + 1], offsets[close]))
+        i = close + 1
+    return spans
 
 
 @dataclass(frozen=True)
@@ -528,10 +651,14 @@ class CodeBlock:
 
 def code_blocks(text: str) -> list[CodeBlock]:
     """Fenced blocks, then unfenced runs of code-like lines, in the order they appear."""
-    blocks = [
-        CodeBlock(m.start("code"), m.end("code"), m.group("code")) for m in FENCE.finditer(text)
-    ]
-    taken = [(b.start, b.end) for b in blocks]
+    blocks = [CodeBlock(a, b, text[a:b]) for a, b in _fenced(text)]
+    starts = [b.start for b in blocks]
+
+    def fenced(offset: int) -> bool:
+        k = bisect.bisect_right(starts, offset) - 1
+        return k >= 0 and offset < blocks[k].end
+
+    found: list[CodeBlock] = []
     run: list[tuple[int, str]] = []
     offset = 0
 
@@ -539,14 +666,14 @@ def code_blocks(text: str) -> list[CodeBlock]:
         if len(run) >= MIN_CODE_LINES and _repair("\n".join(t for _, t in run)) is not None:
             start = run[0][0]
             end = run[-1][0] + len(run[-1][1])
-            if not any(a <= start < b for a, b in taken):
-                blocks.append(CodeBlock(start, end, text[start:end]))
+            if not fenced(start):
+                found.append(CodeBlock(start, end, text[start:end]))
         run.clear()
 
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        inside = any(a <= offset < b for a, b in taken)
-        looks = CODE_LINE.match(INLINE_CODE.sub(r"\1\2", body))
+        inside = fenced(offset)
+        looks = not inside and _looks_like_code(_inline(body))
         if not inside and body.strip() and (looks or (run and body[:1] in " \t")):
             run.append((offset, body))
         elif not body.strip() and run:
@@ -555,7 +682,7 @@ def code_blocks(text: str) -> list[CodeBlock]:
             close()
         offset += len(line)
     close()
-    return sorted(blocks, key=lambda b: b.start)
+    return sorted([*blocks, *found], key=lambda b: b.start)
 
 
 def _blank(text: str, blocks: list[CodeBlock]) -> str:
@@ -568,7 +695,22 @@ def _blank(text: str, blocks: list[CodeBlock]) -> str:
     return "".join(chars)
 
 
-ORPHAN_CLAUSE = re.compile(r"^\s*(?:else|elif\b.*|except\b.*|finally)\s*:\s*(?:#.*)?$")
+def _orphan(line: str) -> bool:
+    """Whether a line is a clause cut from its statement: ``else:``, ``elif x:``,
+    ``except E:``, ``finally:`` (a comment may follow)."""
+    body = line.strip()
+    word = _leading_word(body)
+    if word not in ORPHANS:
+        return False
+    i = len(word)
+    while True:
+        i = body.find(":", i)
+        if i < 0:
+            return False
+        rest = body[i + 1 :].lstrip()
+        if not rest or rest[0] == "#":
+            return word in ("elif", "except") or not body[len(word) : i].strip()
+        i += 1
 
 
 def _repair(code: str) -> str | None:
@@ -580,7 +722,7 @@ def _repair(code: str) -> str | None:
     still breaks the parse (output, the poster's ellipsis) turned into ``pass``. None when it
     still does not parse."""
     lines = [re.sub(r"^(\s*)(?:>>> |\.\.\. )", r"\1", ln) for ln in code.splitlines()]
-    lines = [INLINE_CODE.sub(r"\1\2", ln) for ln in lines]
+    lines = [_inline(ln) for ln in lines]
     rows = textwrap.dedent("\n".join(lines)).splitlines()
     if not rows:
         return None
@@ -601,7 +743,7 @@ def _repair(code: str) -> str | None:
                 if rows[header].rstrip().endswith(":"):
                     rows[header] = rows[header].rstrip() + " pass"
                     continue
-            if ORPHAN_CLAUSE.match(rows[bad]):
+            if _orphan(rows[bad]):
                 # its condition is not in the excerpt: a name the scan cannot decide
                 rows[bad] = " " * _indent(rows[bad]) + "if condition_not_shown:"
                 continue
@@ -632,7 +774,11 @@ def _scanned(kb: KnowledgeBase, blocks: list[CodeBlock]) -> list[Finding]:
     from ddpadvisor.scan import scan_excerpt
 
     out: list[Finding] = []
-    for n, block in enumerate(blocks, 1):
+    budget = MAX_SCANNED
+    for n, block in enumerate(blocks[:MAX_EXCERPTS], 1):
+        budget -= len(block.code)
+        if budget < 0:
+            break  # a post is a few excerpts; past this the paste is a dump, not a question
         code = _repair(block.code)
         if code is None:
             continue
@@ -692,7 +838,7 @@ def described(kb: KnowledgeBase, texts: Iterable[str]) -> list[Resemblance]:
     code blanked out. A long excerpt's identifiers otherwise drown the user's own words; the
     identifiers an account names (``lr_scheduler.step``, ``model.module``) still count in the
     first reading. Each cause counts at the stronger of the two."""
-    whole = "\n\n".join(t for t in texts if t.strip())
+    whole = "\n\n".join(t for t in texts if t.strip())[:MAX_TEXT]
     prose = _blank(whole, code_blocks(whole))
     return resemble_readings(kb, [whole] if prose == whole else [whole, prose])
 

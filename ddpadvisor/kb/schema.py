@@ -45,43 +45,11 @@ def _rechecks(info: ValidationInfo) -> bool:
 
 
 def regex_problem(pattern: str) -> str | None:
-    """Why a KB pattern is refused: it does not compile, or a repeat nests another unbounded
-    repeat (``(a+)+``, ``(a*b?)*``), which can backtrack for ever on a long non-matching value."""
-    try:
-        import re._parser as sre  # type: ignore[import-not-found]
-    except ImportError:  # Python 3.10
-        import sre_parse as sre  # type: ignore[no-redef]
+    """Why a KB pattern is refused: it does not compile, or one attempt to match it can
+    backtrack without bound (:func:`ddpadvisor.kb.patterns.backtracking_problem`)."""
+    from ddpadvisor.kb.patterns import backtracking_problem
 
-    try:
-        re.compile(pattern)
-        parsed = sre.parse(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        return f"invalid regular expression: {exc}"
-
-    repeats = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", None)}
-
-    def unbounded(items: object, inside_repeat: bool) -> bool:
-        for op, arg in items:  # type: ignore[attr-defined]
-            if op in repeats:
-                _lo, hi, sub = arg
-                big = hi is sre.MAXREPEAT or hi > 100
-                if big and inside_repeat:
-                    return True
-                if unbounded(sub, inside_repeat or big):
-                    return True
-            elif op is sre.SUBPATTERN:
-                if unbounded(arg[-1], inside_repeat):
-                    return True
-            elif op is sre.BRANCH:
-                if any(unbounded(b, inside_repeat) for b in arg[1]):
-                    return True
-            elif op in (sre.ASSERT, sre.ASSERT_NOT) and unbounded(arg[1], inside_repeat):
-                return True
-        return False
-
-    if unbounded(parsed, False):
-        return "regular expression nests unbounded repeats (e.g. (a+)+): it can take for ever"
-    return None
+    return backtracking_problem(pattern)
 
 
 class _Strict(BaseModel):
@@ -131,25 +99,9 @@ class StrClass(_Strict):
         return v
 
 
-# A pattern may not repeat a group that itself repeats ("(a+)+", "(?:x*)*"): such regexes can
-# backtrack catastrophically on a long forum post.
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)[+*{]")
-MAX_PATTERN = 200
-
-
 def pattern_problem(pattern: str) -> str | None:
     """Why a mention pattern is unsafe or invalid; None when it is fine."""
-    if len(pattern) > MAX_PATTERN:
-        return f"pattern longer than {MAX_PATTERN} characters"
-    if _NESTED_QUANTIFIER.search(pattern):
-        return "nested quantifier (a repeated group that itself repeats) may backtrack badly"
-    if re.search(r"\\[1-9]|\(\?P=", pattern):
-        return "back-references are not allowed"
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        return f"invalid regular expression: {exc}"
-    return None
+    return regex_problem(pattern)
 
 
 class Condition(_Strict):

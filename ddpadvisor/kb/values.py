@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from ddpadvisor.kb.patterns import compiled
 from ddpadvisor.kb.schema import Fact, Link
 
 Value = bool | int | float | str
@@ -82,7 +83,7 @@ def classify(fact: Fact, value: Value) -> str:
         return labels[-1]
     text = str(value)
     for cls in fact.classes or []:
-        if cls.matches is not None and not re.search(cls.matches, text, re.IGNORECASE):
+        if cls.matches is not None and not compiled(cls.matches).search(text):
             continue
         if cls.version_lt is not None and _version_tuple(text) >= _version_tuple(cls.version_lt):
             continue
@@ -214,7 +215,7 @@ def _from_label(fact: Fact, raw: str) -> str:
             if mention.value is None:
                 continue
             for pattern in (*mention.en, *mention.zh):
-                if re.fullmatch(pattern, text, re.IGNORECASE):
+                if compiled(pattern).fullmatch(text):
                     return str(mention.value)
     return raw
 

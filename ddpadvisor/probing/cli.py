@@ -10,6 +10,7 @@ outlives the command, whatever ends it.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
 import json
@@ -20,8 +21,11 @@ from pathlib import Path
 from ddpadvisor.bundled import probe_catalog
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.errors import InputError
+from ddpadvisor.runs.options import count, seconds, word
+from ddpadvisor.runs.outdir import choose, claimed
 
 PROBES = probe_catalog()
+DEFAULT_OUT = Path("probe-results")
 
 
 def _parser() -> Parser:
@@ -34,38 +38,53 @@ def _parser() -> Parser:
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="probes to run (default: all)")
     p.add_argument("--list", action="store_true", help="list the probes and exit")
-    p.add_argument("--nproc", type=int, default=None, help="ranks per node (default: GPUs or 2)")
+    p.add_argument(
+        "--nproc", type=count(1), default=None, help="ranks per node (default: GPUs or 2)"
+    )
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds(zero=False),
         default=300.0,
         metavar="S",
         help="deadline for the whole run; every process is killed after it (default 300)",
     )
     p.add_argument(
         "--collective-timeout",
-        type=float,
+        type=seconds(zero=False),
         default=None,
         metavar="S",
         help="how long one collective may wait (default: half of --timeout, at most 60)",
     )
-    p.add_argument("--out", type=Path, default=Path("probe-results"), metavar="DIR")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"where the results go: a new or empty folder (default {DEFAULT_OUT}, or "
+        f"{DEFAULT_OUT}-2, -3, … when that one holds files; the folder used is printed)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a --out that holds files: earlier results there are replaced, other "
+        "files are left alone",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     multi = p.add_argument_group("multi-node (run the same command on every node)")
-    multi.add_argument("--nnodes", type=int, default=1)
-    multi.add_argument("--node-rank", type=int, default=None)
+    multi.add_argument("--nnodes", type=count(1), default=1)
+    multi.add_argument("--node-rank", type=count(0), default=None)
     multi.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT")
-    multi.add_argument("--rdzv-id", default=None)
+    multi.add_argument("--rdzv-id", type=word("an id"), default=None)
     user = p.add_argument_group("your training setup (makes the results evidence about it)")
     user.add_argument("--model", metavar="MODULE:FACTORY", help="checksums and scaler model")
     user.add_argument("--after-wrap", metavar="MODULE:FUNC", help="FUNC(ddp_model) after wrap")
     user.add_argument("--ddp-kwargs", metavar="JSON", help="DistributedDataParallel kwargs")
-    user.add_argument("--steps", type=int, help="checksums: synthetic steps (default 3)")
+    user.add_argument("--steps", type=count(1), help="checksums: synthetic steps (default 3)")
     user.add_argument("--setup", metavar="MODULE:FUNC", help="seeds: your seeding function")
     user.add_argument("--dataset", metavar="MODULE:FACTORY", help="sampler: dataset/sampler")
-    user.add_argument("--dataset-size", type=int)
-    user.add_argument("--batch-size", type=int)
+    user.add_argument("--dataset-size", type=count(1))
+    user.add_argument("--batch-size", type=count(1))
     user.add_argument("--seed", type=int, help="sampler seed")
     user.add_argument("--seed-per-rank", action="store_true")
     user.add_argument("--no-shuffle", action="store_true")
@@ -118,8 +137,6 @@ def probe_args(args: object) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from ddpadvisor.probing.launch import LaunchSpec, launch
-
     args = _parser().parse_args(argv)
     if args.list:
         for name, text in PROBES.items():
@@ -129,8 +146,6 @@ def main(argv: list[str]) -> int:
     if unknown:
         raise InputError(f"unknown probe {unknown[0]!r}; choose from {', '.join(PROBES)}", "NAME")
     names = [n for n in PROBES if n in args.names] if args.names else list(PROBES)
-    if args.timeout <= 0:
-        raise InputError("--timeout must be positive", "--timeout")
     for option, value, what in (
         ("--model", args.model, "MODULE:FACTORY"),
         ("--after-wrap", args.after_wrap, "MODULE:FUNC"),
@@ -145,20 +160,34 @@ def main(argv: list[str]) -> int:
             raise InputError(f"--ddp-kwargs is not JSON: {exc}", "--ddp-kwargs") from None
         if not isinstance(kwargs, dict):
             raise InputError("--ddp-kwargs must be a JSON object", "--ddp-kwargs")
-    if args.out.exists() and not args.out.is_dir():
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise InputError("--out exists and is not a folder", args.out)
     if importlib.util.find_spec("torch") is None:
         raise InputError("probes need PyTorch in this Python environment (pip install torch)")
     gpus = _gpu_count()
-    nproc = args.nproc or (gpus if gpus and args.backend != "gloo" else 2)
-    if nproc < 1 or args.nnodes < 1:
-        raise InputError("--nproc and --nnodes must be at least 1", "--nproc")
+    if args.nproc is not None:
+        nproc = args.nproc
+    else:
+        nproc = gpus if gpus and args.backend != "gloo" else 2
     if args.nnodes > 1 and not args.rdzv_endpoint:
         raise InputError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT", "--nnodes")
-    collective = args.collective_timeout or min(60.0, max(args.timeout / 2, 1.0))
+    collective = args.collective_timeout
+    if collective is None:
+        collective = min(60.0, max(args.timeout / 2, 1.0))
+    if args.nnodes > 1:  # every node writes into the one folder (often shared): no claim
+        return _run(args, names, nproc, collective, args.out or DEFAULT_OUT)
+    with claimed(choose(args.out, DEFAULT_OUT), force=args.force, what="probe result") as out:
+        return _run(args, names, nproc, collective, out)
+
+
+def _run(
+    args: argparse.Namespace, names: list[str], nproc: int, collective: float, out: Path
+) -> int:
+    from ddpadvisor.probing.launch import LaunchSpec, launch
+
     spec = LaunchSpec(
         probes=names,
-        out=args.out,
+        out=out,
         nproc=nproc,
         backend=args.backend,
         deadline_s=args.timeout,
@@ -173,13 +202,13 @@ def main(argv: list[str]) -> int:
     if result.failed:
         with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
             sys.stderr.write(f"ddpadvisor probe: {result.message}\n")
-            sys.stderr.write(f"ddpadvisor probe: details in {args.out / 'run.json'}\n")
+            sys.stderr.write(f"ddpadvisor probe: details in {out / 'run.json'}\n")
         return result.exit_code
     if not args.quiet:
         note = " (a crash at exit after every result was written was ignored)"
         sys.stderr.write(
             f"ddpadvisor probe: {result.message}"
             + (note if result.teardown_crash_ignored else "")
-            + f"; read with: ddpadvisor --json --probe-results {args.out}\n"
+            + f"; read with: ddpadvisor --json --probe-results {out}\n"
         )
     return 0

@@ -208,7 +208,10 @@ def watch(
                 if said:
                     how, detail = "stalled", said
                     break
-                time.sleep(poll_s)
+                # returns as soon as the run exits (Popen polls every 50 ms at most), not a
+                # whole poll_s later
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    run.proc.wait(timeout=poll_s)
             if how != "exited" and before_stop is not None and how != "signal":
                 before_stop(how)
         finally:

@@ -53,6 +53,9 @@ _FUNCS: dict[str, Callable[..., Any]] = {
     "floor": math.floor,
 }
 _MAX_POW = 64
+# Integers the scanner computes stay this small: a training loop's arithmetic never needs more,
+# and ``((10**64)**64)**64`` in a script would otherwise cost seconds and megabytes per step.
+MAX_BITS = 4096
 
 
 def evaluate(node: ast.AST, env: Mapping[str, Any] | None = None) -> Any:
@@ -65,8 +68,25 @@ def evaluate(node: ast.AST, env: Mapping[str, Any] | None = None) -> Any:
         raise Undecidable("arithmetic error") from None
 
 
+def _bits(value: int | float) -> int:
+    return abs(int(value)).bit_length() if isinstance(value, int) else 0
+
+
+def _too_big(op: ast.operator, left: int | float, right: int | float) -> bool:
+    """Whether an integer result would pass :data:`MAX_BITS` (judged before computing it)."""
+    if not isinstance(left, int) or not isinstance(right, int):
+        return False  # a float overflows with an error instead
+    if isinstance(op, ast.Pow):
+        return right > 0 and _bits(left) > 1 and _bits(left) * right > MAX_BITS
+    if isinstance(op, ast.Mult):
+        return _bits(left) + _bits(right) > MAX_BITS
+    return max(_bits(left), _bits(right)) >= MAX_BITS  # + and - add at most one bit
+
+
 def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.Constant):
+        if isinstance(node.value, int) and _bits(node.value) > MAX_BITS:
+            raise Undecidable("huge number")
         if isinstance(node.value, (int, float, str, bool)) or node.value is None:
             return node.value
         raise Undecidable("constant type")
@@ -87,6 +107,10 @@ def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
             if isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str):
                 return left + right
             raise Undecidable("string arithmetic")
+        if not isinstance(left, (int, float)) or not isinstance(right, (int, float)):
+            raise Undecidable("arithmetic on a sequence")  # (0,) * 10**9 is not computed
+        if _too_big(node.op, left, right):
+            raise Undecidable("huge number")
         return fn(left, right)
     if isinstance(node, ast.UnaryOp):
         value = _eval(node.operand, env)

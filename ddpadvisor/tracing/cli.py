@@ -11,8 +11,12 @@ from pathlib import Path
 
 from ddpadvisor.cliutil import Parser
 from ddpadvisor.errors import InputError, RunFailed
+from ddpadvisor.runs.options import count, seconds, word
+from ddpadvisor.runs.outdir import choose, claimed
 from ddpadvisor.tracing import DEFAULT_EVERY, ENV_DIR, ENV_EVERY, ENV_MAX_STEPS, agent_dir
 from ddpadvisor.tracing.launch import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S
+
+DEFAULT_OUT = Path("ddpadvisor-trace")
 
 EPILOG = """\
 exit status: 0 the run finished (with --verify: and the cause is not ranked first);
@@ -37,12 +41,29 @@ def _parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--nproc", type=int, default=None, metavar="N", help="processes (default: GPUs, else 2)"
+        "--nproc",
+        type=count(1),
+        default=None,
+        metavar="N",
+        help="processes (default: GPUs, else 2)",
     )
-    p.add_argument("--out", type=Path, default=Path("ddpadvisor-trace"), metavar="DIR")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"where the trace goes: a new or empty folder (default {DEFAULT_OUT}, or "
+        f"{DEFAULT_OUT}-2, -3, … when that one holds files; the folder used is printed)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a --out that holds files: earlier trace files there are replaced, "
+        "other files are left alone",
+    )
     p.add_argument(
         "--every",
-        type=int,
+        type=count(1),
         default=DEFAULT_EVERY,
         metavar="K",
         help=f"compare checksums across ranks every K optimizer steps (default {DEFAULT_EVERY}; "
@@ -50,14 +71,14 @@ def _parser() -> Parser:
     )
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=count(1),
         default=None,
         metavar="S",
         help="end the job after S optimizer steps",
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds(zero=True),
         default=DEFAULT_TIMEOUT_S,
         metavar="SEC",
         help=f"wall-clock limit of the run from its launch; every process is stopped after it "
@@ -65,7 +86,7 @@ def _parser() -> Parser:
     )
     p.add_argument(
         "--stall",
-        type=float,
+        type=seconds(zero=True),
         default=DEFAULT_STALL_S,
         metavar="SEC",
         help="end the run when no rank made progress for SEC seconds, counted from the launch "
@@ -79,6 +100,7 @@ def _parser() -> Parser:
     )
     p.add_argument(
         "--verify",
+        type=word("a cause id (see `ddpadvisor kb graph`)"),
         metavar="CAUSE",
         default=None,
         help="after the run, diagnose the trace and exit 1 if CAUSE is still ranked first",
@@ -118,17 +140,10 @@ def main(argv: list[str]) -> int:
     target = list(args.target)
     if target and target[0] == "--":
         target = target[1:]
-    if args.every < 1:
-        raise InputError(f"--every must be at least 1, got {args.every}")
-    if args.max_steps is not None and args.max_steps < 1:
-        raise InputError(f"--max-steps must be at least 1, got {args.max_steps}")
-    for option, value in (("--timeout", args.timeout), ("--stall", args.stall)):
-        if not value >= 0 or value == float("inf"):
-            raise InputError(f"{option} must be a number of seconds (0: none), got {value}")
-    if args.out.exists() and not args.out.is_dir():
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise InputError("--out exists and is not a folder", args.out)
     if args.print_env:
-        sys.stdout.write(print_env(args.out, args.every, args.max_steps))
+        sys.stdout.write(print_env(args.out or DEFAULT_OUT, args.every, args.max_steps))
         return 0
     if not target:
         raise InputError(
@@ -142,21 +157,26 @@ def main(argv: list[str]) -> int:
         if not script.is_file():
             raise InputError("no such training script", script)
     nproc = args.nproc if args.nproc is not None else _default_nproc()
-    if nproc < 1:
-        raise InputError(f"--nproc must be at least 1, got {nproc}")
     engine = None
-    if args.verify:  # check the cause id before spending a run on it
+    if args.verify is not None:  # check the cause id before spending a run on it
         from ddpadvisor.service import load_engine
 
         engine = load_engine(args.kb_dirs)
         if engine.kb.resolve_cause(args.verify) is None:
             raise InputError(f"unknown cause id {args.verify!r} (see `ddpadvisor kb graph`)")
 
+    with claimed(choose(args.out, DEFAULT_OUT), force=args.force, what="trace") as out:
+        return _run(args, target, nproc, engine, out)
+
+
+def _run(  # type: ignore[no-untyped-def]
+    args: argparse.Namespace, target: list[str], nproc: int, engine, out: Path
+) -> int:
     from ddpadvisor.tracing.launch import run_traced
 
     result = run_traced(
         target,
-        args.out,
+        out,
         nproc=nproc,
         every=args.every,
         max_steps=args.max_steps,
@@ -168,24 +188,24 @@ def main(argv: list[str]) -> int:
         for warning in result.warnings:
             print(f"ddpadvisor trace: warning: {warning}", file=sys.stderr)
         print(
-            f"ddpadvisor trace: {nproc} rank(s), {result.seconds:.1f} s, trace in {args.out}"
-            f" — diagnose with: ddpadvisor --json --trace {shlex.quote(str(args.out))}",
+            f"ddpadvisor trace: {nproc} rank(s), {result.seconds:.1f} s, trace in {out}"
+            f" — diagnose with: ddpadvisor --json --trace {shlex.quote(str(out))}",
             file=sys.stderr,
         )
     if result.failure is not None:
         if args.verify:
             print(f"verify: cannot verify {args.verify}: the run failed", file=sys.stderr)
-        failed = RunFailed(f"{result.failure.message} (trace kept in {args.out})")
+        failed = RunFailed(f"{result.failure.message} (trace kept in {out})")
         if result.failure.kind == "interrupted" and result.signum is not None:
             failed.exit_code = 128 + result.signum
         raise failed
-    no_steps = _no_optimizer_step(args.out)
+    no_steps = _no_optimizer_step(out)
     if no_steps is not None:
         if args.verify:
             print(f"verify: cannot verify {args.verify}: {no_steps}", file=sys.stderr)
         raise RunFailed(no_steps)
     if engine is not None:
-        return _verify(engine, args.out, args.verify)
+        return _verify(engine, out, args.verify)
     return 0
 
 

@@ -377,7 +377,45 @@ def classify(
             f"torchrun exited with code {returncode}; unfinished rank(s): "
             + (", ".join(map(str, unfinished)) or "?"),
         )
+    left = _left_early(records)
+    if left and result.failure is not None and not set(left) & set(result.failure.ranks):
+        # A rank that ended on its own (sys.exit(0), a return from main) while its peers
+        # still trained: their failure (a peer closed the connection) follows from it.
+        first = left[0]
+        end = _end(records[first]) or {}
+        result.failure = Failure(
+            "crashed",
+            [*left, *result.failure.ranks],
+            f"rank {first} left the run early: its script ended after step {end.get('s', 0)} "
+            f"while the other ranks were still training; then {result.failure.message}",
+        )
     return result
+
+
+def _end(records: list[dict[str, object]]) -> dict[str, object] | None:
+    ends = [r for r in records if r.get("k") == "end"]
+    return ends[-1] if ends else None
+
+
+def _passes(records: list[dict[str, object]]) -> int:
+    """Forward passes a rank made (its end record, else its last step's count)."""
+    end = _end(records)
+    if end is not None:
+        return int(str(end.get("fwd") or 0))
+    return max((int(str(r.get("s") or 0)) for r in records if r.get("k") == "step"), default=0)
+
+
+def _left_early(records: dict[int, list[dict[str, object]]]) -> list[int]:
+    """Ranks that ended cleanly with fewer forward passes than a rank that then failed."""
+    failed = [recs for recs in records.values() if not _finished(recs)]
+    if not failed:
+        return []
+    most = max(_passes(recs) for recs in failed)
+    return sorted(
+        rank
+        for rank, recs in records.items()
+        if _finished(recs) and _end(recs) is not None and _passes(recs) < most
+    )
 
 
 def _last_step(records: list[dict[str, object]]) -> object:

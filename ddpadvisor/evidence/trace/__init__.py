@@ -80,6 +80,13 @@ def read_trace(kb: KnowledgeBase, folder: Path) -> Gathered:
             f"{folder}: no rank recorded anything (did the script initialise torch.distributed?)"
         )
         return Gathered([], warnings, failed)
+    if not any(t.steps for t in ranks):
+        # Nothing the job did in training was recorded: no reading can call it healthy.
+        failed = True
+        warnings.append(
+            f"{folder}: the trace recorded no optimizer step on any rank (the job ended or was "
+            "stopped before training); nothing in it can show the run healthy"
+        )
     worlds = {int(t.start.get("world") or 1) for t in ranks}
     world = max(worlds)
     if len(worlds) > 1:
