@@ -20,8 +20,20 @@ class ClippingReader(Context):
         if not self.common_steps:
             return
         clipped = any(r.get("clip") for t in self.ranks for r in t.steps.values())
+        ds = self.deepspeed
+        ds_clip = ds.get("clip") if ds is not None else None
+        if not clipped and isinstance(ds_clip, (int, float)) and ds_clip > 0:
+            # The engine clips inside its optimizer's step (ZeRO's unscale_and_clip_grads,
+            # engine._take_model_step), through no torch entry point the agent patches.
+            self.add(
+                "uses_grad_clipping",
+                True,
+                detail=f"the DeepSpeed config sets gradient_clipping {_fmt(float(ds_clip))}",
+            )
+            return
         if not clipped:
-            self._no_clip_call()
+            if ds is None:
+                self._no_clip_call()
             return
         self.add("uses_grad_clipping", True)
         # A clip followed by another backward before the optimizer step measured gradients that
