@@ -1,5 +1,6 @@
-"""The DeepSpeed zoo (tests/frameworks/deepspeed): jobs driven through deepspeed.initialize,
-engine.backward and engine.step on 2 CPU ranks (DS_ACCELERATOR=cpu, gloo), ZeRO stages 0-3.
+"""The DeepSpeed zoo (tests/frameworks/deepspeed) on 2 CPU ranks (DS_ACCELERATOR=cpu, gloo):
+jobs driven through deepspeed.initialize, engine.backward and engine.step (ZeRO stages 0-3),
+through the HF Trainer with a DeepSpeed config dict and through accelerate's DeepSpeedPlugin.
 
 Each job is traced once (tests/frameworks/cases.py). The bar: optimizer steps on every rank; on
 a correct job no catalogued cause first at 0.30 or more, by the trace, by --script or by both;
@@ -72,3 +73,15 @@ def test_partitioned_state_is_never_compared(outcomes: dict[str, cases.Outcome])
     facts = outcomes["deepspeed/zero3_correct.py"].facts
     assert "param_checksums_match" not in facts and "optimizer_state_match" not in facts, facts
     assert facts.get("uses_fsdp_or_zero") is True, facts
+
+
+def test_a_caller_owned_boundary_is_one_window(outcomes: dict[str, cases.Outcome]) -> None:
+    """accelerate sets the engine's boundary itself and calls engine.step() at it only (the HF
+    Trainer goes through it): as many backward calls per optimizer step as the config's
+    gradient_accumulation_steps, like a loop that steps the engine on every micro-batch; the
+    loop that skips engine.step() runs twice as many."""
+    for name in ("zero_correct.py", "trainer_zero2.py", "accelerate_zero2.py"):
+        facts = outcomes[f"deepspeed/{name}"].facts
+        assert facts.get("ds_backwards_per_accumulation_window") == 1.0, (name, facts)
+    facts = outcomes["deepspeed/zero_step_per_window.py"].facts
+    assert facts.get("ds_backwards_per_accumulation_window") == 2.0, facts

@@ -196,9 +196,9 @@ PRELOAD = {
     "accelerate": ("accelerate", "accelerate.utils"),
     "lightning": ("lightning", "lightning.pytorch"),
     "torch": ("torch.distributed.fsdp", "torch.distributed.optim"),
-    "deepspeed": ("deepspeed",),
 }
 PRELOAD["peft"] = (*PRELOAD["transformers"], "peft")
+PRELOAD["deepspeed"] = ("deepspeed", *PRELOAD["transformers"])
 
 
 def run_cases(

@@ -6,7 +6,8 @@ the engine's calls during that optimizer step (``ds``: ``steps`` engine.step cal
 engine.backward calls, ``bnd`` the boundary flag the engine reported at each backward).
 DeepSpeed counts its micro-steps in ``engine.step()`` (``micro_steps += 1`` there) and reaches
 its accumulation boundary every ``gradient_accumulation_steps`` calls of it, so a loop must call
-``engine.backward`` and ``engine.step`` once per micro-batch
+``engine.backward`` and ``engine.step`` once per micro-batch (or own the boundary through
+``set_gradient_accumulation_boundary``, as accelerate does)
 (https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/runtime/engine.py, and the
 training loop of https://www.deepspeed.ai/getting-started/).
 """
@@ -58,38 +59,42 @@ class DeepSpeedReader(Context):
         self._loaded_after_engine(stage)
 
     def _engine_calls(self, ds: dict[str, object]) -> None:
-        """``engine.backward`` calls per ``engine.step`` call, over the optimizer steps."""
+        """``engine.backward`` calls per optimizer step over the engine's
+        gradient_accumulation_steps: 1 when the loop calls ``engine.step()`` on every
+        micro-batch, or when the caller owns the boundary (accelerate sets it with
+        ``set_gradient_accumulation_boundary`` and calls ``engine.step()`` there only)."""
+        gas = ds.get("gas")
+        if not isinstance(gas, int) or gas < 1:
+            return
         ratios = []
         first_odd = None
         for t in self.ranks:
             for s in sorted(t.steps):
                 calls = t.steps[s].get("ds")
-                if not isinstance(calls, dict):
+                if not isinstance(calls, dict) or calls.get("overflow"):
                     continue
-                steps, bwd = calls.get("steps"), calls.get("bwd")
-                if not isinstance(steps, int) or not isinstance(bwd, int) or bwd < 1:
+                bwd, steps = calls.get("bwd"), calls.get("steps")
+                if not isinstance(bwd, int) or bwd < 1:
                     continue
-                if steps < 1:
-                    continue
-                ratio = bwd / steps
+                ratio = bwd / gas
                 ratios.append(ratio)
                 if ratio >= 1.5 and first_odd is None:
                     first_odd = (t.rank, s, bwd, steps)
         if not ratios:
             return
         value = statistics.median(ratios)
-        detail = f"median over {len(ratios)} optimizer steps"
+        detail = f"median over {len(ratios)} optimizer steps (gradient_accumulation_steps {gas})"
         where = None
         if value >= 1.5 and first_odd is not None:
             rank, s, bwd, steps = first_odd
             where = f"rank {rank} step {s}"
             detail = (
-                f"{_fmt(value)} engine.backward calls per engine.step call (step {s}: {bwd} "
-                f"backward, {steps} step): the loop accumulates on top of the engine, whose own "
-                f"gradient_accumulation_steps is {ds.get('gas')}, so each optimizer step spans "
-                f"{bwd} micro-batches and the gradient sums {_fmt(value)} times what the config says"
+                f"{bwd} engine.backward calls and {steps} engine.step calls made optimizer step "
+                f"{s}, where the config's gradient_accumulation_steps is {gas}: the loop "
+                f"accumulates on top of the engine, so each optimizer step sums {_fmt(value)} "
+                "times the micro-batches the config says"
             )
-        self.add("ds_backwards_per_engine_step", value, where=where, detail=detail)
+        self.add("ds_backwards_per_accumulation_window", value, where=where, detail=detail)
 
     def _loaded_after_engine(self, stage: int) -> None:
         """Weights loaded into the engine's module after the engine was built. Under ZeRO

@@ -66,7 +66,7 @@ def main():
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         total = torch.zeros(2)
-        for i, (xb, yb) in enumerate(loader):
+        for xb, yb in loader:  # fault zero_step_per_window: for i, (xb, yb) in enumerate(loader):
             loss = loss_fn(engine(xb), yb)
             engine.backward(loss)
             engine.step()  # fault zero_step_per_window: if (i + 1) % accum == 0: || >engine.step()
