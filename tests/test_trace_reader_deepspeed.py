@@ -36,6 +36,7 @@ def _trace(
     optim: dict[int, float] | None = None,
     params: dict[int, float] | None = None,
     scales: list[float] | None = None,
+    clip: float | None = None,
 ) -> Path:
     """Two ranks, one step record per entry of ``calls`` (the step's ``ds``), a check at the
     last step with the given per-rank optimizer state and parameter sums."""
@@ -52,6 +53,8 @@ def _trace(
             n = ds.get("bwd", 2)
             step = {"k": "step", "s": s, "loss": [1.0] * n, "fac": [0.5] * n, "lr": [1e-3],
                     "sch": 0, "ds": ds}  # fmt: skip
+            if clip is not None:  # a torch clip after the window's last backward
+                step["clip"], step["cctx"] = [clip], [[False, False, False]]
             if scales is not None:
                 step["scale"] = scales[s - 1]
                 step["finf"] = 1 if ds.get("overflow") else 0
@@ -133,3 +136,17 @@ def test_fp16_overflows_after_the_scale_settled_are_counted(tmp_path, kb):  # ty
     assert facts["uses_grad_scaler"] is True
     assert facts["nonfinite_grad_steps"] == 2
     assert facts["ds_backwards_per_accumulation_window"] == 1.0  # skipped steps left out
+
+
+@pytest.mark.parametrize(
+    ("config_clip", "norm", "void", "clipping"),
+    [
+        (0.0, 0.0, True, False),  # the loop's clip found nothing, the config clips nothing
+        (1.0, 0.0, True, True),  # the engine clips by its config: the loop's call is void
+        (0.0, 3.5, False, True),  # the torch clip saw gradients (stage 1 before the boundary)
+    ],
+)
+def test_a_torch_clip_under_zero(tmp_path, kb, config_clip, norm, void, clipping):  # type: ignore[no-untyped-def]
+    facts = _facts(kb, _trace(tmp_path, _engine(2, clip=config_clip), [WINDOW] * 4, clip=norm))
+    assert facts["ds_clip_found_no_grads"] is void
+    assert facts["uses_grad_clipping"] is clipping

@@ -24,7 +24,7 @@ def build_model():
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--stage", type=int, default=1)  # fault zero2_correct: parser.add_argument("--stage", type=int, default=2)  # fault zero3_correct: parser.add_argument("--stage", type=int, default=3)  # fault zero_load_after_init: parser.add_argument("--stage", type=int, default=2)  # fault zero0_rank0_load: parser.add_argument("--stage", type=int, default=0)
+    parser.add_argument("--stage", type=int, default=1)  # fault zero2_correct: parser.add_argument("--stage", type=int, default=2)  # fault zero3_correct: parser.add_argument("--stage", type=int, default=3)  # fault zero_load_after_init: parser.add_argument("--stage", type=int, default=2)  # fault zero0_rank0_load: parser.add_argument("--stage", type=int, default=0)  # fault zero2_torch_clip: parser.add_argument("--stage", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=2)
     args = parser.parse_args()
 
@@ -43,7 +43,7 @@ def main():
     config = {
         "train_micro_batch_size_per_gpu": 4,
         "gradient_accumulation_steps": 2,
-        "gradient_clipping": 1.0,
+        "gradient_clipping": 1.0,  # fault zero2_torch_clip: "gradient_clipping": 0.0,  # clipped once, in the loop
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}},
         "zero_optimization": {"stage": args.stage},
     }
@@ -68,7 +68,7 @@ def main():
         total = torch.zeros(2)
         for xb, yb in loader:  # fault zero_step_per_window: for i, (xb, yb) in enumerate(loader):
             loss = loss_fn(engine(xb), yb)
-            engine.backward(loss)
+            engine.backward(loss)  # fault zero2_torch_clip: = || torch.nn.utils.clip_grad_norm_(engine.module.parameters(), 1.0)
             engine.step()  # fault zero_step_per_window: if (i + 1) % accum == 0: || >engine.step()
             total += torch.tensor([loss.item() * len(xb), len(xb)])
         dist.all_reduce(total)
