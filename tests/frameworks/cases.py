@@ -153,6 +153,13 @@ def job_env() -> dict[str, str]:
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("WANDB_DISABLED", "true")
     env.setdefault("OMP_NUM_THREADS", "1")
+    # DeepSpeed jobs (tests/frameworks/deepspeed): the CPU accelerator, and the ops built once
+    # per CI run (tests/support/deepspeed_ops.py); nothing else reads these
+    env.setdefault("DS_ACCELERATOR", "cpu")
+    if "TORCH_EXTENSIONS_DIR" not in env:
+        import deepspeed_ops  # tests/support/deepspeed_ops.py
+
+        env["TORCH_EXTENSIONS_DIR"] = str(deepspeed_ops.extensions_dir())
     return env
 
 
@@ -191,6 +198,7 @@ PRELOAD = {
     "torch": ("torch.distributed.fsdp", "torch.distributed.optim"),
 }
 PRELOAD["peft"] = (*PRELOAD["transformers"], "peft")
+PRELOAD["deepspeed"] = ("deepspeed", *PRELOAD["transformers"])
 
 
 def run_cases(

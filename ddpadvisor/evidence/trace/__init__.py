@@ -12,7 +12,7 @@ observation says where (``rank 1 step 37``) and what was seen, in a sentence.
 Torch-free: reading a trace needs only the standard library.
 
 Modules: ``load`` (reading and validating the files), ``context`` (what every topic sees),
-one module per topic (setup, replicas, sync, accumulation, clipping, schedule, data, rng,
+one module per topic (setup, deepspeed, replicas, sync, accumulation, clipping, schedule, data, rng,
 losses) and ``common`` helpers."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ddpadvisor.evidence.trace.clipping import ClippingReader
 from ddpadvisor.evidence.trace.common import _ranks_text
 from ddpadvisor.evidence.trace.context import _Facts
 from ddpadvisor.evidence.trace.data import DataReader
+from ddpadvisor.evidence.trace.deepspeed import DeepSpeedReader
 from ddpadvisor.evidence.trace.load import RankTrace, load_trace, traced_script
 from ddpadvisor.evidence.trace.losses import LossesReader
 from ddpadvisor.evidence.trace.replicas import ReplicasReader
@@ -39,6 +40,7 @@ __all__ = ["RankTrace", "load_trace", "read_trace", "traced_script"]
 
 class _Reader(
     SetupReader,
+    DeepSpeedReader,
     ReplicasReader,
     SyncReader,
     AccumulationReader,
@@ -117,6 +119,7 @@ def read_trace(kb: KnowledgeBase, folder: Path) -> Gathered:
     ctx = _Reader(ranks, world, facts)
     for part in (
         ctx.setup,
+        ctx.deepspeed_engine,
         ctx.replicas,
         ctx.sync,
         ctx.accumulation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ddpadvisor.evidence.trace.common import _fmt, _ranks_text
+from ddpadvisor.evidence.trace.common import _finite, _fmt, _ranks_text
 from ddpadvisor.evidence.trace.context import Context
 
 # The stepped gradients' norm against the all-reduced one: float32 sums agree to ~1e-6; a clip
@@ -20,8 +20,22 @@ class ClippingReader(Context):
         if not self.common_steps:
             return
         clipped = any(r.get("clip") for t in self.ranks for r in t.steps.values())
+        ds = self.deepspeed
+        ds_clip = ds.get("clip") if ds is not None else None
+        if not clipped and isinstance(ds_clip, (int, float)) and ds_clip > 0:
+            # The engine clips inside its optimizer's step (ZeRO's unscale_and_clip_grads,
+            # engine._take_model_step), through no torch entry point the agent patches.
+            self.add(
+                "uses_grad_clipping",
+                True,
+                detail=f"the DeepSpeed config sets gradient_clipping {_fmt(float(ds_clip))}",
+            )
+            return
         if not clipped:
-            self._no_clip_call()
+            if ds is None:
+                self._no_clip_call()
+            return
+        if ds is not None and self._ds_clip_found_no_grads(ds):
             return
         self.add("uses_grad_clipping", True)
         # A clip followed by another backward before the optimizer step measured gradients that
@@ -84,6 +98,50 @@ class ClippingReader(Context):
             # Until the final gradients are all-reduced the norms differ for that reason alone.
             usable=lambda s: all(self._last_synced(t.steps[s]) for t in self.ranks),
         )
+
+    def _ds_clip_found_no_grads(self, ds: dict[str, Any]) -> bool:
+        """A torch clip_grad_norm_ under a ZeRO engine, after the window's last backward:
+        ZeRO has moved the gradients into its own partitions by then (the module's ``.grad`` is
+        None: stage_1_and_2.py clears it once reduced), so the call finds nothing, returns 0
+        and clips nothing; only the config's gradient_clipping clips. True (and the clipping
+        facts said) when every such call returned exactly 0."""
+        if int(ds.get("stage") or 0) < 1:
+            return False
+        finals = [
+            norm
+            for t in self.ranks
+            for r in t.steps.values()
+            for norm, ctx in zip(r.get("clip") or [], r.get("cctx") or [])
+            if isinstance(ctx, list) and len(ctx) > 2 and not ctx[2]
+        ]
+        if not finals or not all(_finite(n) for n in finals):
+            return False
+        if any(n != 0 for n in finals):
+            self.add("ds_clip_found_no_grads", False)
+            return False
+        raw = ds.get("clip")
+        config = float(raw) if isinstance(raw, (int, float)) else 0.0
+        by_config = config > 0
+        self.add(
+            "ds_clip_found_no_grads",
+            True,
+            detail=f"clip_grad_norm_ returned 0 at all {len(finals)} calls after the last "
+            f"backward of a window: under ZeRO stage {ds.get('stage')} the module's gradients "
+            "are already in the engine's partitions, so it clipped nothing"
+            + (
+                f" (the config's gradient_clipping {_fmt(config)} does clip)"
+                if by_config
+                else "; the DeepSpeed config's gradient_clipping is 0: nothing clips"
+            ),
+        )
+        self.add(
+            "uses_grad_clipping",
+            by_config,
+            detail="the DeepSpeed config's gradient_clipping"
+            if by_config
+            else "the only clip call, torch's on the module, found no gradients under ZeRO",
+        )
+        return True
 
     def _no_clip_call(self) -> None:
         """No clip call the agent patches: ``false`` only where the gradients show it.

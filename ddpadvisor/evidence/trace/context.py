@@ -68,10 +68,17 @@ class Context:
         return any(r.get("sharded") for r in records)
 
     @cached_property
+    def deepspeed(self) -> Record | None:
+        """The first DeepSpeed engine some rank built (its ``ds`` record), or None."""
+        return next((r for t in self.ranks for r in t.kind("ds")), None)
+
+    @cached_property
     def nothing_syncs(self) -> bool:
-        """No DDP wrap, no shard and not one large collective in any traced step, by an
-        agent that counts them (format 3): the ranks trained unconnected copies."""
-        if self.world < 2 or not self.r0.steps or self.ddp or self.sharded:
+        """No DDP wrap, no shard, no DeepSpeed engine (it reduces gradients through its own
+        communication layer, which the agent does not count) and not one large collective in
+        any traced step, by an agent that counts them (format 3): the ranks trained
+        unconnected copies."""
+        if self.world < 2 or not self.r0.steps or self.ddp or self.sharded or self.deepspeed:
             return False
         if any(int(t.start.get("v") or 1) < 3 for t in self.ranks):
             return False  # an older agent did not count collectives outside DDP

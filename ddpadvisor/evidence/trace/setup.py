@@ -80,6 +80,8 @@ class SetupReader(Context):
             else:
                 self.add("module_created_after_wrap", False)
             self._loads()
+        elif self.deepspeed is not None:
+            self._loads()  # the engine's module took the wrapper's place
 
     def _param_names(self) -> list[str]:
         for t in self.ranks:

@@ -101,7 +101,8 @@ class SyncReader(Context):
             self.add("forward_bypasses_ddp", False)
 
     def _sync_present(self) -> None:
-        """gradient_sync_present: true with a DDP wrapper or sharded (FSDP) parameters; false
+        """gradient_sync_present: true with a DDP wrapper, sharded (FSDP) parameters or a
+        DeepSpeed engine; false
         when neither exists and not one large collective ran in any traced step (an agent
         that counts them: format 3), so nothing can have carried gradients between ranks;
         unknown otherwise (a large all-reduce may be a sync by hand)."""
@@ -113,6 +114,15 @@ class SyncReader(Context):
             return
         if self.sharded:
             self.add("gradient_sync_present", True, detail="parameters are sharded (FSDP)")
+            return
+        ds = self.deepspeed
+        if ds is not None:
+            self.add(
+                "gradient_sync_present",
+                True,
+                detail=f"a DeepSpeed engine (ZeRO stage {ds.get('stage')}) reduces the gradients "
+                "through its own communication layer",
+            )
             return
         if not self.nothing_syncs:
             return

@@ -115,14 +115,14 @@ def get_batch(split):
     return x.to(device), y.to(device)
 
 
-model = GPT(vocab_size=65, block_size=block_size, n_layer=2, n_embd=32, n_head=2)
+model = GPT(vocab_size=65, block_size=block_size, n_layer=2, n_embd=32, n_head=2)  # fault nanogpt_compiled: model = GPT(vocab_size=65, block_size=block_size, n_layer=4, n_embd=96, n_head=2)  # fault nanogpt_compiled_sync_flag_late: model = GPT(vocab_size=65, block_size=block_size, n_layer=4, n_embd=96, n_head=2)
 model.to(device)
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
 optimizer = torch.optim.AdamW(
     model.parameters(), lr=learning_rate, betas=(0.9, 0.95), weight_decay=0.1
 )
-if ddp:
-    model = DDP(model)
+if ddp:  # fault nanogpt_compiled: model = torch.compile(model, backend="aot_eager") || =  # fault nanogpt_compiled_sync_flag_late: model = torch.compile(model, backend="aot_eager") || =
+    model = DDP(model)  # fault nanogpt_compiled: model = DDP(model, bucket_cap_mb=1)  # fault nanogpt_compiled_sync_flag_late: model = DDP(model, bucket_cap_mb=1)
 raw_model = model.module if ddp else model
 
 
@@ -163,11 +163,11 @@ while True:
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
     for micro_step in range(gradient_accumulation_steps):
-        if ddp:  # fault nanogpt_sync_flag_late: -
-            model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1  # fault nanogpt_sync_flag_late: -
+        if ddp:  # fault nanogpt_sync_flag_late: -  # fault nanogpt_compiled_sync_flag_late: -
+            model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1  # fault nanogpt_sync_flag_late: -  # fault nanogpt_compiled_sync_flag_late: -
         with ctx:
             logits, loss = model(X, Y)  # fault nanogpt_raw_model_forward: logits, loss = raw_model(X, Y)
-            loss = loss / gradient_accumulation_steps  # fault nanogpt_sync_flag_late: = || <if ddp: || model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1  # fault nanogpt_accum_not_divided: -
+            loss = loss / gradient_accumulation_steps  # fault nanogpt_sync_flag_late: = || <if ddp: || model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1  # fault nanogpt_accum_not_divided: -  # fault nanogpt_compiled_sync_flag_late: = || <if ddp: || model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
         X, Y = get_batch("train")
         scaler.scale(loss).backward()
     if grad_clip != 0.0:

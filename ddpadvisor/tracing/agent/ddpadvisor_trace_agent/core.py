@@ -196,6 +196,7 @@ class Window:
         self.big_collectives = 0
         self.rng: list[list[Any]] = []
         self.batch: int | None = None
+        self.ds: dict[str, Any] | None = None  # DeepSpeed engine calls (hooks/deepspeed.py)
 
 
 class Agent:
@@ -215,6 +216,9 @@ class Agent:
         self.pending_step: dict[str, Any] | None = None  # waits for scaler.update()
         self.ddps: list[weakref.ref[Any]] = []
         self.ddp_info: dict[int, dict[str, Any]] = {}
+        self.ds_info: dict[int, dict[str, Any]] = {}  # DeepSpeed engines (hooks/deepspeed.py)
+        self.ds_in_step = 0  # > 0 while a DeepSpeed engine's step() runs
+        self.ds_check: Any = None  # a check due once that step() returns
         self.wrapped_modules: weakref.WeakSet[Any] = weakref.WeakSet()
         self.in_ddp_forward = 0
         self.primary: weakref.ref[Any] | None = None
@@ -306,6 +310,7 @@ class Agent:
         except Exception:
             pass
         atexit.register(self.at_exit)
+        rt.run_on_activate()
 
     def _start_progress(self) -> None:
         path = self.dir / f"rank{self.rank}.progress"
@@ -600,6 +605,11 @@ class Agent:
             rec["rng"] = w.rng
         if w.batch is not None:
             rec["bs"] = w.batch
+        if w.ds is not None:
+            rec["ds"] = w.ds
+            if w.ds.get("scale") is not None:  # a DeepSpeed fp16 loss scaler
+                rec["scale"] = w.ds["scale"]
+                rec["finf"] = 1 if w.ds.get("overflow") else 0
         self.window = Window()
         self.window.sched = 0
         self.since_flush += 1
@@ -608,7 +618,13 @@ class Agent:
         else:
             self.record(rec)
         if self.should_check(self.step):
-            self.safe("check", self.check, opt, False)
+            if self.ds_in_step:
+                # A DeepSpeed engine writes the stepped weights back into its module (ZeRO:
+                # from the fp32 partitions, then all-gathered) after the optimizer's step:
+                # fingerprint them once engine.step() returns.
+                self.ds_check = opt
+            else:
+                self.safe("check", self.check, opt, False)
         if self.since_flush >= DEVICE_FLUSH_EVERY:
             self.since_flush = 0
             self.writer.flush()
@@ -669,13 +685,30 @@ class Agent:
                 if b is not None:
                     buffers.append((prefix + name, b))
         opts = [o for o in ([opt] if opt is not None else []) if o is not None]
+        partitioned = any(type(o).__name__ in PARTITIONED_OPTIMIZERS for o in opts)
+        ds_sharded: set[str] = set()
+        for ds in self.ds_info.values():
+            ds_module = ds["module"]() if ds["module"] is not None else None
+            if ds_module is None:
+                continue
+            # ZeRO stage >= 1 partitions the optimizer state across ranks; stage 3 partitions
+            # the parameters too (each holds an empty placeholder outside a gather): only what
+            # every rank holds in full is a replica
+            partitioned = partitioned or ds["stage"] >= 1
+            prefix = f"engine{ds['index']}." if len(self.ds_info) > 1 else ""
+            for name, p in ds_module.named_parameters():
+                if id(p) not in names_by_id:
+                    params.append((prefix + name, p))
+                    names_by_id[id(p)] = prefix + name
+                    if ds["stage"] >= 3:
+                        ds_sharded.add(prefix + name)
         if not params and opts:
             for gi, group in enumerate(opts[0].param_groups):
                 for pi, p in enumerate(group["params"]):
                     params.append((f"group{gi}.param{pi}", p))
                     names_by_id[id(p)] = f"group{gi}.param{pi}"
         cats["params"] = ([n for n, _ in params], [p for _, p in params])
-        sharded = {n for n, p in params if _sharded(p)}
+        sharded = {n for n, p in params if _sharded(p)} | ds_sharded
         grads = [(n, p.grad) for n, p in params if p.grad is not None]
         cats["grads"] = ([n for n, _ in grads], [g for _, g in grads])
         state_names: list[str] = []
@@ -699,7 +732,7 @@ class Agent:
             rec[cat + "_names"] = names
         if sharded:
             rec["sharded"] = sorted(sharded)
-        if any(type(o).__name__ in PARTITIONED_OPTIMIZERS for o in opts):
+        if partitioned:
             rec["optim_partitioned"] = True
         for scaler in self.scalers:
             if getattr(scaler, "_scale", None) is not None:
@@ -939,13 +972,13 @@ def _observing_hook(inner: Callable[..., Any]) -> Callable[..., Any]:
 def _record_load(a: Agent, target: Any, kind: str) -> None:
     wrapped = target in a.wrapped_modules if kind == "model" else False
     if kind in ("optimizer", "scaler"):
-        wrapped = bool(a.ddps)
+        wrapped = bool(a.ddps or a.ds_info)
     a.record(
         {
             "k": "load",
             "kind": kind,
             "cls": type(target).__name__,
-            "after_wrap": bool(a.ddps),
+            "after_wrap": bool(a.ddps or a.ds_info),
             "wrapped": wrapped,
             "s": a.step,
         }

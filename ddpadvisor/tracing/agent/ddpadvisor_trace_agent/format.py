@@ -56,6 +56,7 @@ _STEP_FIELDS = {
     "scale": "any",  # GradScaler state as the agent copied it (a one-element list)
     "growth": "any",
     "finf": "num?",
+    "ds": "dict",  # a DeepSpeed engine's calls in the step: steps, bwd, bnd, scale, overflow
 }
 
 KINDS: dict[str, dict[str, str]] = {
@@ -111,6 +112,25 @@ KINDS: dict[str, dict[str, str]] = {
         "ignored": "list[str]",
     },
     "cfg": {"autocast": "str", "comm_hook": "str", "scaler": "bool", "compile": "bool"},
+    # a DeepSpeed engine, as built (hooks/deepspeed.py)
+    "ds": {
+        "engine": "int",
+        "step": "int",
+        "stage": "int",
+        "gas": "int?",
+        "micro": "int?",
+        "clip": "num?",
+        "fp16": "bool",
+        "bf16": "bool",
+        "dynamic": "bool",
+        "min_scale": "num?",
+        "scale": "num?",
+        "managed": "bool",
+        "opt": "str?",
+        "basic": "str?",
+        "n_params": "int",
+        "dtypes": "list[str]",
+    },
     "opt": {"cls": "str", "hp": "dict", "groups": "int", "n_params": "int"},
     "sched": {"cls": "str", "primary": "bool", "by": "str"},
     "load": {"kind": "str", "cls": "str", "after_wrap": "bool", "wrapped": "bool", "s": "int"},

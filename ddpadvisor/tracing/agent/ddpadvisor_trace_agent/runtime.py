@@ -43,6 +43,21 @@ def _local(t: Any) -> Any:
 
 
 LATE: list[tuple[str, Callable[[], None]]] = []  # (patch, installer) run once at the first backward
+# (patch, installer) run each time a process group starts: a library the job imported before
+# torch.distributed (DeepSpeed's init_distributed) is wrapped before it builds its engine
+ON_ACTIVATE: list[tuple[str, Callable[[], None]]] = []
+
+
+def run_on_activate() -> None:
+    """Run the activation installers (each may run again at a later activation)."""
+    for name, fn in list(ON_ACTIVATE):
+        CURRENT[0] = name
+        try:
+            fn()
+        except Exception:
+            pass
+        finally:
+            CURRENT[0] = ""
 
 
 def run_late() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import amp, autograd, clip, data, ddp, distributed, excepthook, modules, optim
+from . import amp, autograd, clip, data, ddp, deepspeed, distributed, excepthook, modules, optim
 
 PATCHES: dict[str, ModuleType] = {
     "autograd": autograd,
@@ -20,5 +20,6 @@ PATCHES: dict[str, ModuleType] = {
     "amp": amp,
     "data": data,
     "modules": modules,
+    "deepspeed": deepspeed,
     "excepthook": excepthook,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -97,13 +98,28 @@ def install() -> None:
     def make_compile(orig: Any) -> Any:
         def compile(*args: Any, **kwargs: Any) -> Any:
             a = rt.AGENT
-            if a is not None:
+            if a is not None and _compiles_the_job(args, kwargs, sys._getframe(1)):
                 a.safe("compile", a.cfg, "compile", {"k": "cfg", "compile": True})
             return orig(*args, **kwargs)
 
         return compile
 
     _wrap(torch, "compile", "compile", make_compile)
+
+
+# Libraries that compile helper functions of their own when imported (DeepSpeed's
+# jit_script_compat: deepspeed/utils/torch.py): such a call compiles none of the job's model.
+_LIBRARY_CALLERS = ("deepspeed", "torch")
+
+
+def _compiles_the_job(args: tuple[Any, ...], kwargs: dict[str, Any], caller: Any) -> bool:
+    """A torch.compile call that compiles the job: any module, or a function the job's own code
+    (not a library's import-time helper) compiles."""
+    target = args[0] if args else kwargs.get("model")
+    if isinstance(target, torch.nn.Module):
+        return True
+    package = str(caller.f_globals.get("__name__", "")).split(".")[0]
+    return package not in _LIBRARY_CALLERS
 
 
 def uninstall() -> None:
