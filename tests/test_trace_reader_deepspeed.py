@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ddpadvisor.evidence.trace_reader import read_trace
+from ddpadvisor.evidence.trace import read_trace
 
 
 @pytest.fixture(scope="module")
