@@ -6,24 +6,21 @@
 - :func:`write_output` writes through a temporary name in the same folder and renames it over
   the target, so a reader (or a crash) never sees half a file, and a refused or failed write
   leaves the old file as it was.
-- :func:`claim_output_dir` takes a folder for a run's files: it creates it, or accepts an empty
-  one, or a non-empty one only with ``force``; and it holds a lock file in it, so a second run
-  into the same folder is refused while the first is running (``trace --out``, ``probe --out``).
+- A run's output folder (``trace --out``, ``probe --out``) is claimed by
+  :mod:`ddpadvisor.runs.outdir`: missing or empty, or ``--force``, and locked against a second
+  run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
 from ddpadvisor.errors import InputError
 
-LOCK_NAME = ".ddpadvisor.lock"
 # Kernel views, not files: writing there changes the system (or fails half-way).
 _PSEUDO = (Path("/proc"), Path("/sys"), Path("/dev"))
 
@@ -92,89 +89,3 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-class OutputDir:
-    """A folder claimed for one run's files; holds its lock until :meth:`release`."""
-
-    def __init__(self, path: Path, created: bool, lock_fd: int) -> None:
-        self.path = path
-        self.created = created
-        self._lock_fd: int | None = lock_fd
-
-    def release(self) -> None:
-        if self._lock_fd is None:
-            return
-        import fcntl
-
-        fd, self._lock_fd = self._lock_fd, None
-        with contextlib.suppress(OSError):
-            os.unlink(self.path / LOCK_NAME)
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-    def __enter__(self) -> OutputDir:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
-
-
-def claim_output_dir(path: Path, *, force: bool = False) -> OutputDir:
-    """Create or take ``path`` for a run's output, locked against a second run.
-
-    Refused (InputError, exit 2): a path that is not a folder, a non-empty folder this call did
-    not create unless ``force``, a folder another run holds (its lock is taken whatever
-    ``force`` says: two runs writing one folder mix their files).
-    """
-    import fcntl
-
-    if _pseudo(path):
-        raise InputError("a /proc, /sys or /dev entry is not an output folder", path)
-    created = False
-    try:
-        path.mkdir(parents=True)
-        created = True
-    except FileExistsError:
-        if not path.is_dir():
-            raise InputError("exists and is not a folder", path) from None
-    except OSError as exc:
-        raise InputError(f"cannot create the folder: {exc.strerror}", path) from None
-    lock = path / LOCK_NAME
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    except OSError as exc:
-        raise InputError(f"cannot write into the folder: {exc.strerror}", path) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            raise InputError(
-                "another ddpadvisor run is writing into this folder; wait for it or choose "
-                "another --out",
-                path,
-            ) from None
-        raise InputError(f"cannot lock the folder: {exc.strerror}", path) from None
-    if not created and not force:
-        try:
-            others = [p.name for p in path.iterdir() if p.name != LOCK_NAME]
-        except OSError as exc:
-            others = [f"({exc.strerror})"]
-        if others:
-            claim = OutputDir(path, created, fd)
-            claim.release()
-            raise InputError(
-                f"folder is not empty ({len(others)} entries); choose a new folder or pass "
-                "--force to write into it",
-                path,
-            )
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return OutputDir(path, created, fd)

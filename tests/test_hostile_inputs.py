@@ -150,30 +150,6 @@ def test_kb_graph_refuses_what_is_not_a_file(
     _refused(code, err)
 
 
-def test_claim_output_dir_refuses_user_files_and_a_second_run(tmp_path: Path) -> None:
-    from ddpadvisor.outputs import LOCK_NAME, claim_output_dir
-
-    fresh = tmp_path / "new" / "run"
-    with claim_output_dir(fresh) as claim:
-        assert claim.created and (fresh / LOCK_NAME).exists()
-        with pytest.raises(InputError, match="another ddpadvisor run"):
-            claim_output_dir(fresh, force=True)
-        (fresh / "rank0.jsonl").write_text("{}\n")
-    assert not (fresh / LOCK_NAME).exists()
-    with pytest.raises(InputError, match="not empty"):
-        claim_output_dir(fresh)  # now it holds files this call did not create
-    assert (fresh / "rank0.jsonl").read_text() == "{}\n"
-    assert not (fresh / LOCK_NAME).exists(), "a refused claim leaves no lock behind"
-    with claim_output_dir(fresh, force=True) as claim:
-        assert not claim.created
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    claim_output_dir(empty).release()
-    (tmp_path / "file").write_text("x")
-    with pytest.raises(InputError, match="not a folder"):
-        claim_output_dir(tmp_path / "file", force=True)
-
-
 def test_atomic_write_keeps_the_old_file_when_writing_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
