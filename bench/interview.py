@@ -84,7 +84,7 @@ OPTIONAL = (
     "script_note",
 )
 CATCH_ALL = "other"  # the engine's id for "no catalogued fault"
-MEASURED_KINDS = ("probe", "trace", "scan", "script")
+MEASURED_KINDS = ("probe", "trace", "scan", "script", "attach")  # attach: files this corpus lacks
 SCAN_KINDS = ("scan", "script")
 # Bare git mirrors of the reporters' repositories (<owner>+<name>/repo), as the workplace's
 # fetch leaves them; the scripts are read from there and never committed here.
