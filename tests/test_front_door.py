@@ -20,6 +20,10 @@ POST = (
 )
 
 
+# a post whose next steps include the scan, a probe and the trace
+MEASURABLE = "The loss is NaN on 4 GPUs, and the weights differ between ranks."
+
+
 def _steps(doc: dict) -> list[str]:
     return [s["id"] for s in doc["next_steps"]]
 
@@ -36,7 +40,7 @@ def test_without_declines_every_step_that_needs_it(
     tmp_path: Path, without: list[str], gone: tuple[str, ...]
 ) -> None:
     post = tmp_path / "post.txt"
-    post.write_text(POST, encoding="utf-8")
+    post.write_text(MEASURABLE, encoding="utf-8")
     args = ["--json", "--describe", str(post), "--top", "3"]
     before = json.loads(run_cli(*args).stdout)
     assert any(s.startswith(gone) for s in _steps(before)), "the step was offered before"

@@ -25,6 +25,7 @@ from tests.scan_support import FIXTURES
 
 KB = load_kb(default_dirs())
 AREAS = {p.stem for p in (REPO / "kb" / "causes").glob("*.yaml")}
+TRACE_ONLY_AREAS = {"deepspeed"}
 SCAN = REPO / "ddpadvisor" / "scan"
 
 
@@ -49,7 +50,10 @@ def test_rules_live_in_area_modules() -> None:
     for rule in RULES:
         assert rule.area in AREAS, f"rule {rule.name} is in {rule.run.__module__}"
     modules = {p.stem for p in Path(rules_pkg.__file__).parent.glob("*.py")}
-    assert modules - {"__init__", "base"} == AREAS
+    # every area has its rule module, except those whose causes only a run can show (the
+    # DeepSpeed engine's accumulation window, weights loaded after initialize: the trace
+    # measures them; the scanner reads no DeepSpeed calls yet)
+    assert modules - {"__init__", "base"} == AREAS - TRACE_ONLY_AREAS
 
 
 def test_undeclared_fact_is_refused() -> None:

@@ -201,7 +201,7 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
 def test_cli_bad_input_is_one_line_exit_2(tmp_path):  # type: ignore[no-untyped-def]
     for args, needle in (
         (("--", str(tmp_path / "missing.py")), "no such training script"),
-        (("--every", "0", "--", "x.py"), "--every must be at least 1"),
+        (("--every", "0", "--", "x.py"), "--every: must be at least 1"),
         ((), "nothing to run"),
     ):
         proc = _cli(*args)
