@@ -94,6 +94,11 @@ def load_cases(folder: Path = BLIND, corpus: Path = CORPUS) -> list[BlindCase]:
     for path in sorted(corpus.glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         mapped[int(path.name.split("-", 1)[0])] = (str(data["cause"]), str(data["split"]))
+    # cases collected for this bench alone (201 on): their causes, mapped by the collector
+    extra = folder / "causes" / "mapped.yaml"
+    if extra.is_file():
+        for number, row in (yaml.safe_load(extra.read_text(encoding="utf-8")) or {}).items():
+            mapped[int(number)] = (str(row["cause"]), str(row["split"]))
     out = []
     for path in sorted(folder.glob("*.yaml")):
         try:
