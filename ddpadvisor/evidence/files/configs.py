@@ -78,6 +78,28 @@ def _on(section: Any) -> bool | None:
     return None
 
 
+def _accumulation_and_clipping(out: Read, doc: Text, data: dict[str, Any], what: str) -> None:
+    """A DeepSpeed config's gradient_accumulation_steps and gradient_clipping, as they stand in
+    its own JSON or in accelerate's deepspeed_config section (``what`` names which)."""
+    t = doc.text
+    accum = _int(data.get("gradient_accumulation_steps"))
+    if accum is not None:
+        out.add(
+            "grad_accum_steps",
+            accum,
+            doc.where(_line(t, "gradient_accumulation_steps")),
+            f"{what} gradient_accumulation_steps is {accum}",
+        )
+    clip = data.get("gradient_clipping")
+    if isinstance(clip, (int, float)) and not isinstance(clip, bool):
+        out.add(
+            "uses_grad_clipping",
+            clip > 0,
+            doc.where(_line(t, "gradient_clipping")),
+            f"{what} gradient_clipping is {clip}",
+        )
+
+
 def deepspeed(doc: Text, data: dict[str, Any]) -> Read:
     out = Read("deepspeed-config")
     t = doc.text
@@ -135,22 +157,8 @@ def deepspeed(doc: Text, data: dict[str, Any]) -> Read:
             doc.where(_line(t, "train_micro_batch_size_per_gpu")),
             f"DeepSpeed train_micro_batch_size_per_gpu is {micro}",
         )
+    _accumulation_and_clipping(out, doc, data, "DeepSpeed")
     accum = _int(data.get("gradient_accumulation_steps"))
-    if accum is not None:
-        out.add(
-            "grad_accum_steps",
-            accum,
-            doc.where(_line(t, "gradient_accumulation_steps")),
-            f"DeepSpeed gradient_accumulation_steps is {accum}",
-        )
-    clip = data.get("gradient_clipping")
-    if isinstance(clip, (int, float)) and not isinstance(clip, bool):
-        out.add(
-            "uses_grad_clipping",
-            clip > 0,
-            doc.where(_line(t, "gradient_clipping")),
-            f"DeepSpeed gradient_clipping is {clip}",
-        )
     opt = data.get("optimizer")
     if isinstance(opt, dict) and isinstance(opt.get("type"), str):
         family = _family(opt["type"])
@@ -269,22 +277,7 @@ def accelerate(doc: Text, data: dict[str, Any]) -> Read:
                 f"accelerate distributed_type is {dist}"
                 + (f", zero_stage {stage}" if dist == "DEEPSPEED" else ""),
             )
-        accum = _int(ds.get("gradient_accumulation_steps"))
-        if accum is not None:
-            out.add(
-                "grad_accum_steps",
-                accum,
-                doc.where(_line(t, "gradient_accumulation_steps")),
-                f"accelerate deepspeed_config gradient_accumulation_steps is {accum}",
-            )
-        clip = ds.get("gradient_clipping")
-        if isinstance(clip, (int, float)) and not isinstance(clip, bool):
-            out.add(
-                "uses_grad_clipping",
-                clip > 0,
-                doc.where(_line(t, "gradient_clipping")),
-                f"accelerate deepspeed_config gradient_clipping is {clip}",
-            )
+        _accumulation_and_clipping(out, doc, ds, "accelerate deepspeed_config")
     elif dist == "MULTI_GPU":
         out.add(
             "uses_fsdp_or_zero",
