@@ -607,3 +607,22 @@ def test_any_json_answers_file_is_a_diagnosis_or_one_line(
         json.loads(out.getvalue())
     else:
         assert err.getvalue().count("\n") == 1
+
+
+def test_a_chinese_argument_under_a_posix_locale_is_read() -> None:
+    """Under LC_ALL=POSIX Python hands argv's UTF-8 bytes over as surrogate escapes; the
+    intake turns them back into the characters (the pattern engine cannot encode surrogates)."""
+    from ddpadvisor.evidence.intake import plain
+
+    assert plain("\udce5\udc9b\udc9b") == "四" and plain("a\udcff b") == "a\ufffd b"
+    env = {**os.environ, "LC_ALL": "POSIX", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env.pop("PYTHONIOENCODING", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddpadvisor", "ask", "--json", "四张卡 loss 震荡"],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    facts = {f["fact"]: f["value"] for f in json.loads(proc.stdout)["facts"]}
+    assert facts.get("world_size") == 4 and facts.get("loss_pattern") == "oscillates"

@@ -294,6 +294,17 @@ def _compiled(pattern: str) -> Pattern:
     return compiled(pattern)  # RE2 where it serves: linear in the text (ddpadvisor.kb.patterns)
 
 
+def plain(text: str) -> str:
+    """``text`` without lone surrogates: a command-line argument read under a non-UTF-8 locale
+    (LC_ALL=POSIX) carries its UTF-8 bytes as surrogate escapes, which are turned back into the
+    characters they encode (anything else into U+FFFD), so the pattern engine can read it."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def extract(kb: KnowledgeBase, text: str) -> list[Finding]:
     """The facts ``text`` states, at most one per fact, in the order they appear.
 
@@ -303,7 +314,7 @@ def extract(kb: KnowledgeBase, text: str) -> list[Finding]:
     phrase, on a tie the earlier one. A fact the text's code shows is taken from the code,
     whatever the prose says of it (the code is what ran; the user still confirms it).
     """
-    text = text[:MAX_TEXT]
+    text = plain(text[:MAX_TEXT])
     blocks = code_blocks(text)
     prose = _blank(text, blocks)
     best = _mentioned(kb, prose)
@@ -838,7 +849,7 @@ def described(kb: KnowledgeBase, texts: Iterable[str]) -> list[Resemblance]:
     code blanked out. A long excerpt's identifiers otherwise drown the user's own words; the
     identifiers an account names (``lr_scheduler.step``, ``model.module``) still count in the
     first reading. Each cause counts at the stronger of the two."""
-    whole = "\n\n".join(t for t in texts if t.strip())[:MAX_TEXT]
+    whole = plain("\n\n".join(t for t in texts if t.strip())[:MAX_TEXT])
     prose = _blank(whole, code_blocks(whole))
     return resemble_readings(kb, [whole] if prose == whole else [whole, prose])
 
