@@ -48,9 +48,9 @@ LATE: list[tuple[str, Callable[[], None]]] = []  # (patch, installer) run once a
 ON_ACTIVATE: list[tuple[str, Callable[[], None]]] = []
 
 
-def run_on_activate() -> None:
-    """Run the activation installers (each may run again at a later activation)."""
-    for name, fn in list(ON_ACTIVATE):
+def _run_each(installers: list[tuple[str, Callable[[], None]]]) -> None:
+    """Run each installer under its name; one that fails never stops the rest or the job."""
+    for name, fn in installers:
         CURRENT[0] = name
         try:
             fn()
@@ -58,20 +58,18 @@ def run_on_activate() -> None:
             pass
         finally:
             CURRENT[0] = ""
+
+
+def run_on_activate() -> None:
+    """Run the activation installers (each may run again at a later activation)."""
+    _run_each(list(ON_ACTIVATE))
 
 
 def run_late() -> None:
     """Patch entry points of modules the job imported after torch (FSDP's own clipping, say),
     without importing them for every job. Each runs once; a failure leaves the rest."""
     pending, LATE[:] = list(LATE), []
-    for name, fn in pending:
-        CURRENT[0] = name
-        try:
-            fn()
-        except Exception:
-            pass
-        finally:
-            CURRENT[0] = ""
+    _run_each(pending)
 
 
 ENV_DIR = "DDPADVISOR_TRACE"
