@@ -143,6 +143,25 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def read_bounded(
+    path: Path, max_bytes: int = MAX_BYTES, folder: str = "is a directory, expected a file"
+) -> tuple[bytes, bool]:
+    """:func:`read_regular` with its failures as one InputError line each (``folder`` says
+    what a folder given as a file should be told)."""
+    try:
+        return read_regular(path, max_bytes)
+    except FileNotFoundError:
+        raise InputError("no such file", path) from None
+    except IsADirectoryError:
+        raise InputError(folder, path) from None
+    except NotARegularFile:
+        raise InputError(
+            "not a regular file (a pipe, a device, a socket or a /proc entry); not read", path
+        ) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
+
+
 def read_text(path: Path, max_bytes: int = MAX_BYTES, errors: str = "strict") -> str:
     """A regular file's text: never opens a FIFO or a device, never reads without bound.
 
@@ -150,16 +169,7 @@ def read_text(path: Path, max_bytes: int = MAX_BYTES, errors: str = "strict") ->
     refusing it."""
     if path.is_dir():
         raise InputError("is a directory, expected a file", path)
-    try:
-        data, longer = read_regular(path, max_bytes)
-    except FileNotFoundError:
-        raise InputError("no such file", path) from None
-    except NotARegularFile:
-        raise InputError(
-            "not a regular file (a pipe, a device, a socket or a /proc entry); not read", path
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path) from None
+    data, longer = read_bounded(path, max_bytes)
     if longer:
         raise InputError(f"too large (more than {max_bytes} bytes)", path)
     try:

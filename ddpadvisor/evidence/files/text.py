@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpadvisor.errors import InputError
-from ddpadvisor.yamlio import NotARegularFile, read_regular
+from ddpadvisor.yamlio import read_bounded
 
 MAX_BYTES = (
     32 << 20
@@ -35,18 +34,9 @@ class Binary(Exception):
 def read(path: Path, limit: int | None = None) -> Text:
     """The file's text; InputError (one line) when it cannot be read, Binary when not text."""
     limit = MAX_BYTES if limit is None else limit
-    try:
-        raw, longer = read_regular(path, limit)
-    except FileNotFoundError:
-        raise InputError("no such file", path) from None
-    except IsADirectoryError:
-        raise InputError("a folder, not a file (attach the files in it one by one)", path) from None
-    except NotARegularFile:
-        raise InputError(
-            "not a regular file (a pipe, a device or a folder); not read", path
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
+    raw, longer = read_bounded(
+        path, limit, folder="a folder, not a file (attach the files in it one by one)"
+    )
     head = raw[:SNIFF]
     if b"\x00" in head:
         raise Binary("holds NUL bytes")
