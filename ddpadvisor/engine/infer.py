@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ddpadvisor.engine.model import CompiledModel, Path
@@ -91,6 +91,7 @@ def _weights(
     logw = list(model.log_priors)
     freed: set[int] = set()  # causes a measurement backs strongly enough to lift the cap
     backed: set[int] = set()  # causes something other than the setup raises
+    shown: set[int] = set()  # causes a reported symptom backs
     by_setup: dict[int, float] = {}  # cause -> log odds the setup facts raise it by
     setup = {f for facts, _ in model.gate_groups for f in facts}
     for ci, terms in (extra or {}).items():
@@ -124,6 +125,8 @@ def _weights(
                         by_setup[ci] = by_setup.get(ci, 0.0) + lr
             elif lr > base:
                 backed.update(members)
+                if fact_id in model.symptoms:
+                    shown.update(members)
     unbacked: dict[int, list[str]] = {}
     # a setup that is itself the slip (pure fp16 weights: SPECIFIC_LEAD) backs its cause
     only_setup = {ci for ci, lr in by_setup.items() if ci not in backed and lr <= SPECIFIC_LEAD}
@@ -145,6 +148,7 @@ def _weights(
                 held[ci] = missing
     for ci, facts in unbacked.items():
         held.setdefault(ci, facts)
+    _hold_unshown(model, observed, logw, model.display - shown, backed - model.display, held)
     return logw, held
 
 
@@ -207,13 +211,44 @@ def _hold_unbacked(
         if logw[ci] <= ceiling:
             continue
         logw[ci] = ceiling
-        best: dict[str, float] = {}
-        for fact_id, table in model.facts.items():
-            d = table.likelihood.get(ci)
-            if d is None or fact_id in observed or fact_id in model.setup:
-                continue
+        unknown = (f for f in model.facts if f not in observed and f not in model.setup)
+        held[ci] = _raising_most(model, ci, unknown)
+
+
+def _raising_most(model: CompiledModel, ci: int, facts: Iterable[str]) -> list[str]:
+    """Of ``facts``, the (at most three) whose most telling class raises cause ``ci`` most."""
+    best: dict[str, float] = {}
+    for fact_id in facts:
+        table = model.facts.get(fact_id)
+        d = table.likelihood.get(ci) if table is not None else None
+        if table is not None and d is not None:
             best[fact_id] = max(math.log(x / h) for x, h in zip(d, table.healthy))
-        held[ci] = sorted(best, key=lambda f: (-best[f], f))[:3]
+    return sorted(best, key=lambda f: (-best[f], f))[:3]
+
+
+def _hold_unshown(
+    model: CompiledModel,
+    observed: dict[str, str],
+    logw: list[float],
+    unshown: frozenset[int] | set[int],
+    training: set[int],
+    held: dict[int, list[str]],
+) -> None:
+    """Cap every display-only cause no reported symptom backs at HELD_SHARE of the best fault
+    of the training itself: a cause that changes training, that some evidence backs and that
+    the evidence already prefers to the catch-all. A number printed wrongly does not outrank
+    such a fault unless someone reported what the number showed. ``held`` gets the unknown
+    symptom facts that would back it (the ones raising it most, at most three)."""
+    floor = logw[model.catch_all]
+    rivals = [logw[i] for i in training if i != model.catch_all and logw[i] > floor]
+    if not unshown or not rivals:
+        return
+    ceiling = max(rivals) + math.log(HELD_SHARE)
+    for ci in sorted(unshown):
+        if logw[ci] <= ceiling:
+            continue
+        logw[ci] = ceiling
+        held[ci] = _raising_most(model, ci, (f for f in model.symptoms if f not in observed))
 
 
 def log_weights(

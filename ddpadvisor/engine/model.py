@@ -94,6 +94,11 @@ class CompiledModel:
     # healthy job): fp16, clipping, a GradScaler are no sign of trouble. A cause raised by
     # nothing else cannot outrank the catch-all (no cause leads on a fact still unknown).
     setup: frozenset[str] = frozenset()
+    # Causes that change only a number shown about training (``changes: display``), and the
+    # facts that report what someone saw (not read from code, not the setup): a display-only
+    # cause no such fact backs explains a symptom nobody reported, and stays below the rest.
+    display: frozenset[int] = frozenset()
+    symptoms: frozenset[str] = frozenset()
 
     @property
     def catch_all(self) -> int:
@@ -303,8 +308,19 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
         table.paths[other] = []
     measured = frozenset(f.id for f in kb.facts.values() if "asked" not in f.sources)
     setup = frozenset(f.id for f in kb.facts.values() if f.context and not f.no_fault)
+    display = frozenset(i for i, c in enumerate(cause_ids) if kb.causes[c].changes == "display")
+    symptoms = frozenset(
+        f.id for f in kb.facts.values() if "script" not in f.sources and f.id not in setup
+    )
     return CompiledModel(
-        causes=causes, priors=priors, facts=tables, gates=gates, measured=measured, setup=setup
+        causes=causes,
+        priors=priors,
+        facts=tables,
+        gates=gates,
+        measured=measured,
+        setup=setup,
+        display=display,
+        symptoms=symptoms,
     )
 
 

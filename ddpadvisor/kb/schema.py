@@ -364,6 +364,13 @@ class Cause(_Translatable):
     fixes: list[str] = []
     references: list[Reference] = []
     related: list[str] = Field([], description="Old ids that resolve to this cause.")
+    changes: Literal["training", "display"] = Field(
+        "training",
+        description="What the fault changes: the training itself, or only a number shown "
+        "about it (a logged loss, an evaluated metric). A display-only cause explains only a "
+        "symptom someone saw; until such a symptom is reported it stays below the causes that "
+        "change training and the catch-all.",
+    )
     override: Override | None = None
 
 

@@ -57,7 +57,9 @@ class CauseOut(BaseModel):
         description="Facts still unknown that this cause waits on: setup facts it needs (until "
         "they are known it is held below the best cause that needs none), or, when only the "
         "setup raises it, the symptoms or measurements that would back it (until one does it "
-        "is held below the catch-all)",
+        "is held below the catch-all), or, for a cause that changes only a displayed number, "
+        "the symptoms someone would report (until one is, it is held below the training "
+        "faults the evidence prefers to the catch-all)",
     )
     fixes: list[FixOut]
     references: list[str]
