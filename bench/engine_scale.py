@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.kb.synthetic import synthetic_kb
 from ddpadvisor.observation import Observation
+from ddpadvisor.report.present import diagnose, questions
 
 
 def timed(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
@@ -52,8 +53,8 @@ def main() -> None:
     observed = {o.fact for o in obs}
     post = engine.posterior(obs)
     t_post = timed(lambda: engine.posterior(obs), args.runs)
-    t_diag = timed(lambda: engine.diagnose(obs, top=10), args.runs)
-    t_q = timed(lambda: engine.questions(post, observed), args.runs)
+    t_diag = timed(lambda: diagnose(engine, obs, top=10), args.runs)
+    t_q = timed(lambda: questions(engine, post, observed), args.runs)
     print(
         f"KB: {len(kb.causes)} causes, {n_links} links, {len(kb.facts)} facts; "
         f"{len(obs)} observed; build+compile {build * 1000:.0f} ms (once per process)"

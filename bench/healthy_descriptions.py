@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from ddpadvisor.engine.diagnose import Engine  # noqa: E402
 from ddpadvisor.evidence.intake import described, extract, to_observations  # noqa: E402
+from ddpadvisor.report.present import diagnose  # noqa: E402
 from ddpadvisor.service import load_engine  # noqa: E402
 
 CORPUS = REPO / "bench" / "healthy_corpus.yaml"
@@ -71,8 +72,8 @@ def load(path: Path) -> list[Entry]:
 def lead(engine: Engine, text: str) -> tuple[str, float]:
     """The top cause and its score for ``text`` read as ``ask`` reads it."""
     found = extract(engine.kb, text)
-    diagnosis = engine.diagnose(
-        to_observations(found, "description"), resemblance=described(engine.kb, [text])
+    diagnosis = diagnose(
+        engine, to_observations(found, "description"), resemblance=described(engine.kb, [text])
     )
     top = diagnosis.causes[0]
     return top.id, top.score

@@ -348,13 +348,15 @@ def _diagnose(
     declined: set[str],
     resemblance: list[Any] | None = None,
 ) -> Diagnosis:
-    params = inspect.signature(engine.diagnose).parameters
+    from ddpadvisor.report.present import diagnose
+
+    params = inspect.signature(diagnose).parameters
     kwargs: dict[str, Any] = {}
     if "declined" in params:
         kwargs["declined"] = set(declined)
     if "resemblance" in params and resemblance:
         kwargs["resemblance"] = resemblance
-    return engine.diagnose(list(observations), **kwargs)
+    return diagnose(engine, list(observations), **kwargs)
 
 
 def _scan(kb: KnowledgeBase, script: Path) -> list[Observation]:

@@ -153,6 +153,7 @@ def replay(engine: Any, case: BlindCase, max_steps: int) -> Outcome:
     from ddpadvisor.evidence.intake import described, extract, to_observations
     from ddpadvisor.kb.values import ValueProblem
     from ddpadvisor.observation import Observation, UnknownFact, observe
+    from ddpadvisor.report.present import diagnose
 
     kb = engine.kb
     text = case.pasted()
@@ -180,7 +181,7 @@ def replay(engine: Any, case: BlindCase, max_steps: int) -> Outcome:
         else:
             intake.append(f"{finding.fact}={finding.value} (struck)")
     declined: list[str] = []
-    diagnosis = engine.diagnose(observations, declined=declined, resemblance=resemblance)
+    diagnosis = diagnose(engine, observations, declined=declined, resemblance=resemblance)
     rank_intake = _rank(diagnosis, case.cause)
     steps: list[str] = []
     while len(steps) < max_steps and diagnosis.next_steps:
@@ -220,7 +221,7 @@ def replay(engine: Any, case: BlindCase, max_steps: int) -> Outcome:
                 need = "machine" if step.kind == "probe" else "script"
                 declined.append(f"without:{need}")
                 steps.append(f"{step.id}: declined (--without {need})")
-        diagnosis = engine.diagnose(observations, declined=declined, resemblance=resemblance)
+        diagnosis = diagnose(engine, observations, declined=declined, resemblance=resemblance)
     return Outcome(
         case, _rank(diagnosis, case.cause), rank_intake, diagnosis.verdict, steps, intake
     )

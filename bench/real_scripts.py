@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ddpadvisor.errors import InputError
     from ddpadvisor.evidence.script_scan import scan_script
+    from ddpadvisor.report.present import diagnose
     from ddpadvisor.service import load_engine
 
     repos = sorted(p for p in args.mirrors.glob("*+*/repo") if p.is_dir())
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             files += 1
             test = is_test_file(path.relative_to(folder))
             in_tests["files"] += test
-            top = engine.diagnose(list(gathered.observations)).causes[0]
+            top = diagnose(engine, list(gathered.observations)).causes[0]
             if top.id != CATCH_ALL and top.score >= args.bar:
                 confident += 1
                 in_tests["confident"] += test

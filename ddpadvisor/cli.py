@@ -161,6 +161,7 @@ def cmd_ask(argv: list[str]) -> int:
     from ddpadvisor.evidence.intake import described, extract, to_observations
     from ddpadvisor.i18n import detect, t
     from ddpadvisor.report.models import IntakeOut
+    from ddpadvisor.report.present import diagnose
     from ddpadvisor.report.text import render_text
     from ddpadvisor.service import gather_sources, load_engine
     from ddpadvisor.terminal import emit, emit_json
@@ -177,7 +178,8 @@ def cmd_ask(argv: list[str]) -> int:
     got = gather_sources(engine, _sources(args))
     gpu = {"yes": True, "no": False}.get(args.gpu)
     lang = detect(args.lang)
-    diagnosis = engine.diagnose(
+    diagnosis = diagnose(
+        engine,
         [*to_observations(found, "description"), *got.observations],
         warnings=got.warnings,
         gpu_available=gpu,

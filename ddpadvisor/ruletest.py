@@ -14,6 +14,7 @@ from ddpadvisor.kb.model import Origin
 from ddpadvisor.kb.schema import RuleTest
 from ddpadvisor.kb.values import parse_value
 from ddpadvisor.observation import Observation
+from ddpadvisor.report.present import diagnose
 
 
 @dataclass
@@ -107,7 +108,7 @@ def untranslated_in(engine: Engine, lang: Lang) -> list[str]:
             value = parse_value(kb.facts[fid], raw)
             if value is not None:
                 obs.append(Observation(fact=fid, value=value, source="answer", where=str(origin)))
-        d = engine.diagnose(obs, top=3, lang=lang)
+        d = diagnose(engine, obs, top=3, lang=lang)
         named = [test.expect_top or "", *test.expect_in_top, *test.expect_not_top]
         named += [c for pair in test.expect_below for c in pair]
         causes = [c.id for c in d.causes if not c.catch_all]

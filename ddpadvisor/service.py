@@ -44,8 +44,11 @@ def diagnose(
     lang: Lang = "en",
 ) -> tuple[Diagnosis, bool]:
     """The diagnosis of everything ``sources`` names, and whether a probe or trace run failed."""
+    from ddpadvisor.report import present
+
     got = gather_sources(engine, sources)
-    diagnosis = engine.diagnose(
+    diagnosis = present.diagnose(
+        engine,
         got.observations,
         warnings=got.warnings,
         gpu_available=gpu_available,

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from ddpadvisor.evidence.files import text as text_mod
 from ddpadvisor.evidence.gather import Sources, gather
 from ddpadvisor.observation import Observation
+from ddpadvisor.report.present import diagnose
 
 HERE = Path(__file__).resolve().parent
 MADE = HERE / "attach_fixtures" / "made"
@@ -329,7 +330,7 @@ def test_no_confident_false_positive_on_correct_runs(engine: Any) -> None:
         [MADE / "accelerate_default.yaml"],
     ):
         got = gather(engine.kb, Sources(attach=[str(f) for f in files]))
-        d = engine.diagnose(got.observations, warnings=got.warnings)
+        d = diagnose(engine, got.observations, warnings=got.warnings)
         lead = d.causes[0]
         assert lead.id == "other" or lead.score < 0.30, (files, lead.id, lead.score)
 

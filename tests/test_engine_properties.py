@@ -14,6 +14,7 @@ from ddpadvisor.engine.questions import joint_gain
 from ddpadvisor.kb.synthetic import synthetic_kb
 from ddpadvisor.kb.values import classes
 from ddpadvisor.observation import Observation
+from ddpadvisor.report.present import questions
 
 ENGINES = {seed: Engine(synthetic_kb(12, 60, 15, seed=seed)) for seed in range(4)}
 
@@ -108,7 +109,7 @@ def test_question_gain_nonnegative_and_zero_once_observed(case) -> None:  # type
     observed = {o.fact for o in obs}
     for fid in engine.kb.facts:
         assert expected_gain(engine.model, post, fid) >= 0.0
-    asked = engine.questions(post, observed, limit=None)
+    asked = questions(engine, post, observed, limit=None)
     assert not {q.fact for q in asked} & observed
     assert all(q.expected_gain >= 0 for q in asked)
 

@@ -12,6 +12,7 @@ from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.evidence.answers import read_answer_file, read_sets
 from ddpadvisor.evidence.intake import extract, to_observations
 from ddpadvisor.observation import Observation
+from ddpadvisor.report.present import diagnose
 from tests.test_scan_inputs import run_cli
 
 POST = (
@@ -55,7 +56,7 @@ def test_without_declines_every_step_that_needs_it(
 
 
 def test_every_next_step_says_how_to_decline_it(engine: Engine) -> None:
-    d = engine.diagnose([Observation(fact="loss_pattern", value="spikes", source="answer")])
+    d = diagnose(engine, [Observation(fact="loss_pattern", value="spikes", source="answer")])
     for step in d.next_steps:
         assert step.decline, step.id
         if step.kind == "ask":
@@ -72,10 +73,10 @@ def test_a_declined_need_is_never_offered_again(engine: Engine) -> None:
     obs = [Observation(fact="loss_pattern", value="oscillates", source="answer")]
     declined = ["without:script"]
     for _ in range(4):
-        d = engine.diagnose(obs, declined=declined)
+        d = diagnose(engine, obs, declined=declined)
         assert not [s for s in d.next_steps if s.kind in ("scan", "trace")]
         declined.append(next(s.id for s in d.next_steps if s.kind == "ask"))
-    without = engine.diagnose(obs, declined=declined[1:])
+    without = diagnose(engine, obs, declined=declined[1:])
     assert any(s.kind == "scan" for s in without.next_steps), "the scan is there otherwise"
 
 
@@ -94,11 +95,11 @@ def test_facts_read_from_a_post_are_proposals_an_answer_corrects(engine: Engine)
     found = extract(engine.kb, POST)
     proposed = to_observations(found, "post.txt")
     assert proposed and all(o.source == "description" for o in proposed)
-    d = engine.diagnose(proposed)
+    d = diagnose(engine, proposed)
     facts = {f.fact: f for f in d.facts}
     assert facts["torch_version"].source == "description"
-    corrected = engine.diagnose(
-        [*proposed, Observation(fact="torch_version", value="2.1", source="answer")]
+    corrected = diagnose(
+        engine, [*proposed, Observation(fact="torch_version", value="2.1", source="answer")]
     )
     facts = {f.fact: f for f in corrected.facts}
     assert facts["torch_version"].value == "2.1" and facts["torch_version"].source == "answer"
@@ -115,25 +116,25 @@ def test_no_gpu_or_nccl_question_for_a_job_on_cpus(engine: Engine) -> None:
     cpu = Observation(fact="backend", value="gloo", source="answer")
     # enough declined questions that the GPU ones would come up
     declined = [f for f in engine.kb.facts if f not in gpu_questions and f != "backend"]
-    on_gpu = engine.diagnose([spikes], declined=declined)
+    on_gpu = diagnose(engine, [spikes], declined=declined)
     assert _asked(on_gpu) & gpu_questions
-    on_cpu = engine.diagnose([spikes, cpu], declined=declined)
+    on_cpu = diagnose(engine, [spikes, cpu], declined=declined)
     assert not _asked(on_cpu) & gpu_questions
 
 
 def test_follow_up_and_reference_questions_wait_for_their_premise(engine: Engine) -> None:
     spikes = Observation(fact="loss_pattern", value="spikes", source="answer")
     declined = [f for f in engine.kb.facts if f not in ("nccl_algo", "nccl_env_overrides")]
-    d = engine.diagnose([spikes], declined=declined)
+    d = diagnose(engine, [spikes], declined=declined)
     assert "nccl_algo" not in _asked(d)  # not beside "are NCCL variables set?"
     yes = Observation(fact="nccl_env_overrides", value=True, source="answer")
-    assert "nccl_algo" in _asked(engine.diagnose([spikes, yes], declined=declined))
+    assert "nccl_algo" in _asked(diagnose(engine, [spikes, yes], declined=declined))
     refs = ("single_gpu_same_global_batch", "global_batch_ratio")
     others = [f for f in engine.kb.facts if f not in (*refs, "single_gpu_converges")]
-    d = engine.diagnose([spikes], declined=[*others, "single_gpu_converges"])
+    d = diagnose(engine, [spikes], declined=[*others, "single_gpu_converges"])
     assert not _asked(d) & set(refs), "no single-GPU run was said to exist"
     ran = Observation(fact="single_gpu_converges", value=True, source="answer")
-    assert _asked(engine.diagnose([spikes, ran], declined=others)) & set(refs)
+    assert _asked(diagnose(engine, [spikes, ran], declined=others)) & set(refs)
 
 
 @pytest.mark.parametrize(
@@ -143,14 +144,14 @@ def test_follow_up_and_reference_questions_wait_for_their_premise(engine: Engine
 def test_loss_choices_people_see_settle_their_facts(
     engine: Engine, value: str, implied: str
 ) -> None:
-    d = engine.diagnose([Observation(fact="loss_pattern", value=value, source="answer")])
+    d = diagnose(engine, [Observation(fact="loss_pattern", value=value, source="answer")])
     assert implied in {f.fact for f in d.facts}
     assert d.verdict != "looks-healthy"
 
 
 def test_a_bug_found_without_a_curve_is_no_early_noise(engine: Engine) -> None:
     def score(value: str, cause: str) -> float:
-        d = engine.diagnose([Observation(fact="loss_pattern", value=value, source="answer")])
+        d = diagnose(engine, [Observation(fact="loss_pattern", value=value, source="answer")])
         return next(c.score for c in d.causes if c.id == cause)
 
     # early noise is left out: loss-scale overflow messages while the scale calibrates are a
@@ -174,8 +175,8 @@ def test_where_a_bug_was_found_is_asked_only_of_who_found_one(engine: Engine) ->
     spikes = Observation(fact="loss_pattern", value="spikes", source="answer")
     found = Observation(fact="loss_pattern", value="no_loss_symptom", source="answer")
     others = [f for f in engine.kb.facts if f != "found_in"]
-    assert "found_in" not in _asked(engine.diagnose([spikes], declined=others))
-    assert "found_in" in _asked(engine.diagnose([found], declined=others))
+    assert "found_in" not in _asked(diagnose(engine, [spikes], declined=others))
+    assert "found_in" in _asked(diagnose(engine, [found], declined=others))
 
 
 @pytest.mark.parametrize(
@@ -183,11 +184,12 @@ def test_where_a_bug_was_found_is_asked_only_of_who_found_one(engine: Engine) ->
     [("data", "data"), ("gradients", "accumulation"), ("logging", "measurement")],
 )
 def test_where_a_bug_was_found_points_at_its_area(engine: Engine, where: str, area: str) -> None:
-    d = engine.diagnose(
+    d = diagnose(
+        engine,
         [
             Observation(fact="loss_pattern", value="no_loss_symptom", source="answer"),
             Observation(fact="found_in", value=where, source="answer"),
-        ]
+        ],
     )
     top = [c for c in d.causes if not c.catch_all][:3]
     assert all(c.area == area for c in top), [(c.id, c.area) for c in top]
@@ -197,9 +199,9 @@ def test_gradients_compared_by_eye_are_an_answer(engine: Engine) -> None:
     """A person who compared gradients across ranks can say so without running a probe."""
     found = Observation(fact="loss_pattern", value="no_loss_symptom", source="answer")
     others = [f for f in engine.kb.facts if f != "grads_match_after_sync"]
-    assert "grads_match_after_sync" in _asked(engine.diagnose([found], declined=others))
+    assert "grads_match_after_sync" in _asked(diagnose(engine, [found], declined=others))
     said = Observation(fact="grads_match_after_sync", value=False, source="answer")
-    d = engine.diagnose([found, said])
+    d = diagnose(engine, [found, said])
     assert d.causes[0].id in {
         "no-sync-misaligned",
         "ddp-wrapper-bypassed",
@@ -214,14 +216,14 @@ def test_gradients_compared_by_eye_are_an_answer(engine: Engine) -> None:
 
 def test_attaching_a_file_is_a_step_everyone_can_take(engine: Engine) -> None:
     spikes = [Observation(fact="loss_pattern", value="spikes", source="answer")]
-    d = engine.diagnose(spikes)
+    d = diagnose(engine, spikes)
     attach = next(s for s in d.next_steps if s.kind == "attach")
     assert "--attach" in (attach.command or "") and attach.decline == ["--set attach=unknown"]
     # nobody lacks it: saying there is no script or machine leaves it offered
-    d = engine.diagnose(spikes, declined=["without:script", "without:machine"])
+    d = diagnose(engine, spikes, declined=["without:script", "without:machine"])
     assert any(s.kind == "attach" for s in d.next_steps)
     assert not any(
-        s.kind == "attach" for s in engine.diagnose(spikes, declined=["attach"]).next_steps
+        s.kind == "attach" for s in diagnose(engine, spikes, declined=["attach"]).next_steps
     )
     logged = Observation(fact="precision", value="fp16_amp", source="log", where="ds.json")
-    assert not any(s.kind == "attach" for s in engine.diagnose([*spikes, logged]).next_steps)
+    assert not any(s.kind == "attach" for s in diagnose(engine, [*spikes, logged]).next_steps)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from ddpadvisor.cli import main
 from ddpadvisor.errors import InputError
+from ddpadvisor.report.present import diagnose
 from ddpadvisor.terminal import emit_json, json_text, shown
 from ddpadvisor.yamlio import load_yaml, read_description_text, read_text
 
@@ -383,7 +384,7 @@ def _top(kb_model: Any) -> str:
         observe(kb, "world_size", 8, "set"),
         observe(kb, "uses_distributed_sampler", False, "set"),
     ]
-    return engine.diagnose([o for o in obs if o]).causes[0].id
+    return diagnose(engine, [o for o in obs if o]).causes[0].id
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))

@@ -21,8 +21,9 @@ AGENT = "ddpadvisor.tracing.agent"
 LAYERS: list[set[str]] = [
     {"errors", "bundled", "cliutil", "i18n", "yamlio", "terminal", "outputs", "__init__", "agent"},
     {"kb"},
-    {"observation", "report"},
+    {"observation"},
     {"engine", "scan"},
+    {"report"},  # the presenter: an inference (engine) becomes a Diagnosis in a language
     {"evidence"},
     {"runs", "probing"},
     {"service", "ruletest"},
@@ -196,3 +197,17 @@ def test_tui_screens_and_widgets_never_import_the_app() -> None:
 def test_the_app_check_sees_a_type_checking_import() -> None:
     source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ddpadvisor.tui.app import A\n"
     assert "ddpadvisor.tui.app" in _all_imports(ast.parse(source))
+
+
+def test_the_engine_returns_numbers_and_speaks_no_language() -> None:
+    """Inference returns ids, probabilities and steps; the presenter (report/) writes the text,
+    so no engine module imports the language tables or the output models (the KB it reads
+    carries its own translations; that is data, not presentation)."""
+    graph = module_graph()
+    engine = [m for m in graph if _top(m) == "engine"]
+    assert "ddpadvisor.engine.diagnose" in engine
+    spoken = [
+        f"{m} -> {t}" for m in engine for t in graph.successors(m) if _top(t) in ("i18n", "report")
+    ]
+    assert graph.has_edge("ddpadvisor.report.present", "ddpadvisor.engine.diagnose")
+    assert not spoken, "the engine reaches presentation: " + "; ".join(sorted(spoken))

@@ -7,6 +7,7 @@ import pytest
 
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.evidence.intake import code_blocks, extract, to_observations
+from ddpadvisor.report.present import diagnose
 from ddpadvisor.scan import scan_excerpt
 from ddpadvisor.scan.rules import EXCERPT_CANNOT_SHOW, RULES
 from ddpadvisor.service import load_engine
@@ -179,7 +180,7 @@ def test_a_correct_excerpt_raises_nothing_confidently(engine: Engine) -> None:
         "        optimizer.step()\n        optimizer.zero_grad()\n"
     )
     found = extract(engine.kb, f"Loss oscillates on 2 GPUs.\n```\n{code}```")
-    diagnosis = engine.diagnose(to_observations(found, "description"))
+    diagnosis = diagnose(engine, to_observations(found, "description"))
     lead = next(c for c in diagnosis.causes if not c.catch_all)
     assert lead.score < 0.30, (lead.id, lead.score)
 

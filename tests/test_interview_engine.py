@@ -14,6 +14,7 @@ from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.answers import read_answer_file, read_sets
 from ddpadvisor.kb.values import parse_value
 from ddpadvisor.observation import Observation
+from ddpadvisor.report.present import diagnose
 from ddpadvisor.service import load_engine
 
 
@@ -41,7 +42,7 @@ def test_a_declined_fact_never_comes_back(engine: Engine) -> None:
     declined: list[str] = []
     evidence = obs(engine, loss_pattern="oscillates")
     for _ in range(12):
-        d = engine.diagnose(evidence, declined=declined)
+        d = diagnose(engine, evidence, declined=declined)
         assert not set(declined) & proposed(d)
         asks = [s for s in d.next_steps if s.kind == "ask"]
         assert asks, "there is always a next best question when some are declined"
@@ -50,10 +51,10 @@ def test_a_declined_fact_never_comes_back(engine: Engine) -> None:
 
 
 def test_a_declined_step_is_not_proposed(engine: Engine) -> None:
-    d = engine.diagnose(obs(engine, loss_pattern="diverges"))
+    d = diagnose(engine, obs(engine, loss_pattern="diverges"))
     ids = [s.id for s in d.next_steps]
     assert "trace" in ids or "scan" in ids
-    d2 = engine.diagnose(obs(engine, loss_pattern="diverges"), declined=["trace", "scan"])
+    d2 = diagnose(engine, obs(engine, loss_pattern="diverges"), declined=["trace", "scan"])
     assert not {"trace", "scan"} & {s.id for s in d2.next_steps}
 
 
@@ -62,10 +63,10 @@ def test_a_script_scanned_once_is_not_offered_again(engine: Engine) -> None:
     # but the script was read, so "scan your training script" would only repeat it
     scanned = Observation(fact="uses_no_sync", value=True, source="script", where="train.py:9")
     measured = Observation(fact="uses_no_sync", value=False, source="trace")
-    d = engine.diagnose([scanned, measured, *obs(engine, loss_pattern="diverges")])
+    d = diagnose(engine, [scanned, measured, *obs(engine, loss_pattern="diverges")])
     assert [f.value for f in d.facts if f.fact == "uses_no_sync"] == [False]
     assert "scan" not in {s.id for s in d.next_steps}
-    assert "scan" in {s.id for s in engine.diagnose([measured]).next_steps}
+    assert "scan" in {s.id for s in diagnose(engine, [measured]).next_steps}
 
 
 def test_the_trace_step_command_reads_the_folder_trace_writes() -> None:
@@ -80,11 +81,11 @@ def test_unmet_preconditions_never_appear(engine: Engine) -> None:
     kb = engine.kb
     gated = {f.id for f in kb.facts.values() if f.ask_if}
     assert {"final_micro_step_synced", "unscale_before_clip", "noise_only_early"} <= gated
-    d = engine.diagnose(obs(engine, loss_pattern="plateau", grad_accum_steps=1))
+    d = diagnose(engine, obs(engine, loss_pattern="plateau", grad_accum_steps=1))
     asked = {s.fact for s in d.next_steps if s.kind == "ask"}
     assert not asked & {"noise_only_early", "loss_divided_by_accum", "final_micro_step_synced"}
     # Met: accumulation with no_sync makes the final micro-step question askable.
-    d = engine.diagnose(obs(engine, grad_accum_steps=4, uses_no_sync=True))
+    d = diagnose(engine, obs(engine, grad_accum_steps=4, uses_no_sync=True))
     post = engine.posterior(obs(engine, grad_accum_steps=4, uses_no_sync=True))
     winners = {o.fact: o for o in obs(engine, grad_accum_steps=4, uses_no_sync=True)}
     all_asks = {s.facts[0] for s in engine.steps(post, winners) if s.kind == "ask"}
@@ -93,7 +94,7 @@ def test_unmet_preconditions_never_appear(engine: Engine) -> None:
 
 
 def test_measured_facts_are_never_plain_questions(engine: Engine) -> None:
-    d = engine.diagnose(obs(engine, single_gpu_converges=True, loss_pattern="oscillates"))
+    d = diagnose(engine, obs(engine, single_gpu_converges=True, loss_pattern="oscillates"))
     measured = {"param_checksums_match", "grads_match_after_sync", "params_not_in_reducer"}
     assert not measured & {s.fact for s in d.next_steps if s.kind == "ask"}
     settled_by_runs = {f for s in d.next_steps if s.kind != "ask" for f in s.settles}
@@ -104,11 +105,11 @@ def test_a_failed_verify_lowers_its_cause(engine: Engine) -> None:
     evidence = obs(
         engine, gpu_model="A100", precision="fp16_amp", uses_grad_scaler=True, loss_pattern="nan"
     )
-    before = engine.diagnose(evidence)
+    before = diagnose(engine, evidence)
     lead = before.causes[0]
     assert lead.id == "fp16-on-hardware-without-bf16"
     fix = lead.fixes[0].id
-    after = engine.diagnose(evidence, verified={fix: "failed"})
+    after = diagnose(engine, evidence, verified={fix: "failed"})
     score = {c.id: c.score for c in after.causes}
     assert score[lead.id] < lead.score / 2
     assert after.verified == {fix: "failed"}
@@ -148,11 +149,11 @@ def test_m40_is_not_bf16_capable(engine: Engine) -> None:
 
 
 def test_a_rare_symptom_lowers_no_fault(engine: Engine) -> None:
-    empty = engine.diagnose([])
+    empty = diagnose(engine, [])
     # nothing observed: the catch-all leads on its prior, and nothing looks any way yet
     assert empty.causes[0].id == "other" and empty.verdict == "undecided"
     assert empty.causes[0].title.startswith("No catalogued fault")
-    nan = engine.diagnose(obs(engine, loss_pattern="nan"))
+    nan = diagnose(engine, obs(engine, loss_pattern="nan"))
     score = {c.id: c.score for c in nan.causes}
     # the catch-all also stands for faults the KB does not know, which go NaN too: it falls,
     # but not to nothing
@@ -170,7 +171,7 @@ def test_a_rare_symptom_lowers_no_fault(engine: Engine) -> None:
         "metric_only",
         "resume_jump",
     ):
-        got = engine.diagnose(obs(engine, loss_pattern=symptom))
+        got = diagnose(engine, obs(engine, loss_pattern=symptom))
         share = next(c.score for c in got.causes if c.id == "other")
         assert share < empty.causes[0].score, symptom
         assert got.verdict != "looks-healthy", symptom
@@ -179,9 +180,9 @@ def test_a_rare_symptom_lowers_no_fault(engine: Engine) -> None:
 def test_nothing_fits_is_told_from_looks_healthy(engine: Engine) -> None:
     said = obs(engine, loss_pattern="oscillates", noise_only_early=True)
     # what a person says of a run is no finding about the job: a best guess at most
-    assert engine.diagnose(said).verdict == "undecided"
+    assert diagnose(engine, said).verdict == "undecided"
     seen = Observation(fact="uses_distributed_sampler", value=True, source="script")
-    healthy = engine.diagnose([*said, seen])
+    healthy = diagnose(engine, [*said, seen])
     assert healthy.causes[0].id == "other" and healthy.verdict == "looks-healthy"
     assert healthy.causes[0].title.startswith("Looks healthy")
     ruled_out = obs(
@@ -195,45 +196,49 @@ def test_nothing_fits_is_told_from_looks_healthy(engine: Engine) -> None:
         uses_grad_clipping=True,
         warmup_steps=2000,
     )
-    d = engine.diagnose(ruled_out)
+    d = diagnose(engine, ruled_out)
     assert d.causes[0].id == "other" and d.verdict == "nothing-fits"
     assert d.causes[0].title.startswith("Nothing catalogued fits")
 
 
 def test_a_weak_lead_is_undecided_not_most_likely(engine: Engine) -> None:
     # one symptom that many causes explain: a catalogued cause leads, but only as a best guess
-    weak = engine.diagnose(obs(engine, loss_pattern="worse_than_reference"))
+    weak = diagnose(engine, obs(engine, loss_pattern="worse_than_reference"))
     assert not weak.causes[0].catch_all and weak.causes[0].score < 0.30
     assert weak.verdict == "undecided"
     assert weak.summary.startswith("No cause stands out yet; best so far: " + weak.causes[0].id)
-    strong = engine.diagnose(obs(engine, uses_distributed_sampler=False, single_gpu_converges=True))
+    strong = diagnose(
+        engine, obs(engine, uses_distributed_sampler=False, single_gpu_converges=True)
+    )
     assert strong.causes[0].score >= 0.30 and strong.verdict == "cause"
     assert strong.summary.startswith("Most likely: " + strong.causes[0].id)
 
 
 def test_no_cause_leads_on_an_unknown_setup_fact(engine: Engine) -> None:
-    d = engine.diagnose(obs(engine, gpu_model="V100", loss_pattern="nan"))
+    d = diagnose(engine, obs(engine, gpu_model="V100", loss_pattern="nan"))
     lead = d.causes[0]
     assert lead.waits_on == []
     fp16 = next(c for c in d.causes if c.id == "fp16-on-hardware-without-bf16")
     assert fp16.waits_on == ["precision"]
-    known = engine.diagnose(obs(engine, gpu_model="V100", loss_pattern="nan", precision="fp16_amp"))
+    known = diagnose(
+        engine, obs(engine, gpu_model="V100", loss_pattern="nan", precision="fp16_amp")
+    )
     assert known.causes[0].id == "fp16-on-hardware-without-bf16"
 
 
 def test_no_cause_leads_on_the_setup_alone(engine: Engine) -> None:
     # "trains in fp16 with a GradScaler" is how healthy jobs run: nothing is wrong yet
-    setup = engine.diagnose(obs(engine, precision="fp16_amp", uses_grad_scaler=True))
+    setup = diagnose(engine, obs(engine, precision="fp16_amp", uses_grad_scaler=True))
     assert setup.causes[0].id == "other"
     fp16 = next(c for c in setup.causes if c.id == "fp16-on-hardware-without-bf16")
     assert fp16.waits_on and "precision" not in fp16.waits_on
     # a symptom or a fact about the hardware backs it, and the hold goes
     for more in ({"loss_pattern": "nan"}, {"gpu_supports_bf16": False}):
-        d = engine.diagnose(obs(engine, precision="fp16_amp", uses_grad_scaler=True, **more))
+        d = diagnose(engine, obs(engine, precision="fp16_amp", uses_grad_scaler=True, **more))
         assert d.causes[0].id == "fp16-on-hardware-without-bf16", more
         assert d.causes[0].waits_on == []
     # a setup that is itself the slip (fp16 weights, no fp32 master copy) needs no symptom
-    pure = engine.diagnose(obs(engine, precision="pure_fp16"))
+    pure = diagnose(engine, obs(engine, precision="pure_fp16"))
     assert pure.causes[0].id == "pure-low-precision-weights"
 
 
@@ -255,9 +260,9 @@ def test_every_question_says_how_to_find_the_answer(engine: Engine) -> None:
 
 def test_a_run_of_dont_knows_brings_measured_steps_forward(engine: Engine) -> None:
     evidence = obs(engine, loss_pattern="diverges")
-    fresh = engine.diagnose(evidence)
+    fresh = diagnose(engine, evidence)
     declined = [s.fact or "" for s in fresh.next_steps if s.kind == "ask"][:2]
-    later = engine.diagnose(evidence, declined=declined)
+    later = diagnose(engine, evidence, declined=declined)
     before = {s.id: s for s in fresh.next_steps}
     both = [s for s in later.next_steps if s.id in before]
     assert any(s.kind == "ask" for s in both) and any(s.kind != "ask" for s in both)
@@ -270,7 +275,7 @@ def test_a_run_of_dont_knows_brings_measured_steps_forward(engine: Engine) -> No
 
 def all_steps(engine: Engine, evidence: list[Observation], declined: list[str]) -> dict[str, Step]:
     """Every step the engine would rank (the diagnosis shows only the best few)."""
-    winners = engine.with_implied(resolve(evidence, "en").winners)
+    winners = engine.with_implied(resolve(evidence).winners)
     post = posterior(engine.model, engine.observed_classes(winners))
     return {s.id: s for s in engine.steps(post, winners, declined=declined)}
 

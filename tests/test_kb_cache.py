@@ -15,6 +15,7 @@ from ddpadvisor.engine import cache
 from ddpadvisor.engine.cache import load_cached
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.observation import observe
+from ddpadvisor.report.present import diagnose
 
 RULE = """\
 causes:
@@ -85,8 +86,8 @@ def test_warm_start_diagnoses_like_a_cold_one(tmp_path: Path, cache_home: Path) 
         "precision": "fp16_amp",
     }
     obs = [o for f, v in facts.items() if (o := observe(cold_kb, f, v, "set")) is not None]
-    cold = Engine(cold_kb, cold_model).diagnose(obs)
-    warm = Engine(warm_kb, warm_model).diagnose(obs)
+    cold = diagnose(Engine(cold_kb, cold_model), obs)
+    warm = diagnose(Engine(warm_kb, warm_model), obs)
     assert cold.model_dump() == warm.model_dump()
     assert len(warm_kb.tests) == len(cold_kb.tests) and warm_kb.tests[0] == cold_kb.tests[0]
 

@@ -14,6 +14,7 @@ from ddpadvisor.kb import levels
 from ddpadvisor.kb.resemblance import Resemblance, account, index_for, resemble, statements
 from ddpadvisor.kb.terms import terms
 from ddpadvisor.observation import Observation
+from ddpadvisor.report.present import diagnose
 from ddpadvisor.service import load_engine
 from tests.test_scan_inputs import run_cli
 
@@ -114,9 +115,9 @@ def test_scores_are_cosines_and_repetition_adds_nothing(engine: Engine) -> None:
 
 def test_a_resemblance_above_the_floor_raises_its_cause_and_is_explained(engine: Engine) -> None:
     cause = "sampler-seed-differs-per-rank"
-    base = engine.diagnose([])
+    base = diagnose(engine, [])
     words = ("seed", "rank", "sampler")
-    d = engine.diagnose([], resemblance=[Resemblance(cause, 0.35, words, standout=8.0)])
+    d = diagnose(engine, [], resemblance=[Resemblance(cause, 0.35, words, standout=8.0)])
     lifted = next(c for c in d.causes if c.id == cause)
     assert lifted.rank <= 3
     assert lifted.score > next(c.score for c in base.causes if c.id == cause)
@@ -130,7 +131,7 @@ def test_words_alone_settle_nothing(engine: Engine) -> None:
     """However closely a post reads like a cause, the words move it at most x3: with nothing
     observed the cause is a hint (undecided), never settled, and the next step still runs."""
     cause = "torch-compile-ddp-interaction"
-    d = engine.diagnose([], resemblance=[Resemblance(cause, 0.9, ("compile",), standout=30.0)])
+    d = diagnose(engine, [], resemblance=[Resemblance(cause, 0.9, ("compile",), standout=30.0)])
     assert d.verdict == "undecided" and not d.done
     assert d.causes[0].score < 0.30
 
@@ -161,9 +162,9 @@ def test_a_resemblance_that_is_weak_or_common_moves_nothing(
     engine: Engine, score: float, standout: float
 ) -> None:
     cause = "sampler-seed-differs-per-rank"
-    base = engine.diagnose([])
+    base = diagnose(engine, [])
     weak = Resemblance(cause, score, ("seed",), standout)
-    d = engine.diagnose([], resemblance=[weak])
+    d = diagnose(engine, [], resemblance=[weak])
     assert [(c.id, c.score) for c in d.causes] == [(c.id, c.score) for c in base.causes]
 
 
@@ -172,10 +173,10 @@ def test_a_description_backs_a_cause_the_setup_alone_cannot_lift(engine: Engine)
     who describes the overflow has given more than the setup."""
     fp16 = [Observation(fact="precision", value="fp16_amp", source="answer")]
     cause = "fp16-on-hardware-without-bf16"
-    alone = engine.diagnose(fp16)
+    alone = diagnose(engine, fp16)
     assert alone.causes[0].catch_all
-    told = engine.diagnose(
-        fp16, resemblance=[Resemblance(cause, 0.3, ("fp16", "overflow"), standout=8.0)]
+    told = diagnose(
+        engine, fp16, resemblance=[Resemblance(cause, 0.3, ("fp16", "overflow"), standout=8.0)]
     )
     assert told.causes[0].id == cause
 

@@ -30,8 +30,9 @@ def test_committed_schema_matches_models(which: str, path: str) -> None:
 def test_diagnosis_validates_against_schema(engine) -> None:  # type: ignore[no-untyped-def]
     jsonschema = pytest.importorskip("jsonschema")
     from ddpadvisor.evidence.answers import parse_set
+    from ddpadvisor.report.present import diagnose
 
     obs = parse_set(engine.kb, ["single_gpu_converges=true", "uses_distributed_sampler=false"])
-    doc = json.loads(engine.diagnose(obs).model_dump_json())
+    doc = json.loads(diagnose(engine, obs).model_dump_json())
     schema = json.loads((REPO / "schemas" / "diagnosis.schema.json").read_text())
     jsonschema.validate(doc, schema)

@@ -26,6 +26,7 @@ import yaml
 
 from ddpadvisor.engine.model import CATCH_ALL
 from ddpadvisor.evidence.trace import read_trace
+from ddpadvisor.report.present import diagnose
 from ddpadvisor.tracing.launch import run_traced
 
 SUPPORT = Path(__file__).resolve().parent / "support"
@@ -51,7 +52,7 @@ REAL_LAUNCH = ["control_mlp.py", "aug_same_rng.py", "nosync_flag_after_forward.p
 
 def _entry(engine, result, out: Path) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     got = read_trace(engine.kb, out)
-    diagnosis = engine.diagnose(got.observations, warnings=got.warnings)
+    diagnosis = diagnose(engine, got.observations, warnings=got.warnings)
     return {
         "result": result,
         "facts": {o.fact: o for o in got.observations},

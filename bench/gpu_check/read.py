@@ -172,6 +172,7 @@ class Reader:
             from ddpadvisor.evidence.probe_results import read_probe_results
             from ddpadvisor.evidence.trace import read_trace
             from ddpadvisor.kb.values import classify
+            from ddpadvisor.report.present import diagnose
             from ddpadvisor.service import load_engine
         except ImportError as exc:
             raise BadInput(
@@ -184,11 +185,12 @@ class Reader:
             "trace": read_trace,
         }
         self.classify = classify
+        self.present = diagnose
 
     def diagnose(self, kind: str, folder: Path) -> tuple[Any, Any]:
         """(Gathered, Diagnosis) of a probe-results or trace folder."""
         got = self.readers[kind](self.engine.kb, folder)
-        diagnosis = self.engine.diagnose(got.observations, warnings=got.warnings)
+        diagnosis = self.present(self.engine, got.observations, warnings=got.warnings)
         return got, diagnosis
 
     def shown(self, fact: str, value: Any) -> str:

@@ -1,4 +1,9 @@
-"""From observations to a :class:`Diagnosis`: resolve conflicts, rank, explain, ask next."""
+"""From observations to numbers: resolve conflicts, rank the causes, pick the next steps.
+
+The engine returns ids, probabilities, log-likelihood ratios, paths and steps
+(:class:`Inference`); it holds no text for people and imports no language. The presenter
+(:mod:`ddpadvisor.report.present`) turns an inference into a :class:`Diagnosis` in a language.
+"""
 
 from __future__ import annotations
 
@@ -6,42 +11,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ddpadvisor import __version__
 from ddpadvisor.engine.infer import Contribution, Posterior, posterior
 from ddpadvisor.engine.model import CATCH_ALL, CompiledModel, load_model, no_fault_distribution
-from ddpadvisor.engine.questions import COMMANDS, Step, choice_labels, decline_hints, next_steps
-from ddpadvisor.i18n import Lang, t, text, value_label
-from ddpadvisor.kb import levels
+from ddpadvisor.engine.questions import Step, next_steps
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.resemblance import Resemblance, log_lr
 from ddpadvisor.kb.values import ValueProblem, classify, condition_holds, parse_value
 from ddpadvisor.observation import PRECEDENCE, Observation
-from ddpadvisor.report.models import (
-    CauseOut,
-    ClaimOut,
-    CodeOut,
-    Diagnosis,
-    EvidenceItem,
-    FactOut,
-    FixOut,
-    KBInfo,
-    NextStep,
-    QuestionOut,
-    ResemblanceOut,
-    SupersededValue,
-    VerifyOut,
-)
 
-CATCH_ALL_TITLE = "No catalogued fault (healthy job, or a cause the KB does not know)"
-CATCH_ALL_MECHANISM = (
-    "Nothing observed so far points at a catalogued cause more than a healthy DDP job would. "
-    "Either the job is fine (early noise, a normal fine-tuning curve) or the fault is not in the "
-    "knowledge base yet: gather more evidence (a trace of the real job is the strongest)."
-)
-CATCH_ALL_NOTHING_FITS = (
-    "Nothing catalogued fits (a symptom a healthy job rarely shows, but no known cause explains it)"
-)
-CATCH_ALL_HEALTHY = "Looks healthy (nothing observed departs from a normal DDP job)"
 SETTLED = 0.85  # stop asking once the top cause has this posterior
 # Below this posterior a leading catalogued cause is a best guess, not a diagnosis: the
 # summary says no cause stands out yet (the same bar as "confident" in the quality checks).
@@ -54,18 +31,27 @@ MIN_GAIN = 0.02  # bits; below this a question is not worth asking
 VERIFY_LR = {"failed": 0.15 / 0.9, "passed": 0.85 / 0.1}
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """Two observations of one fact that disagree: the winner's value is the one used."""
+
+    fact: str
+    winner: Observation
+    loser: Observation
+
+
 @dataclass
 class Resolved:
     winners: dict[str, Observation]
     superseded: dict[str, list[Observation]]
-    warnings: list[str]
+    conflicts: list[Conflict]
 
 
-def resolve(observations: Iterable[Observation], lang: Lang = "en") -> Resolved:
+def resolve(observations: Iterable[Observation]) -> Resolved:
     """Measured beats scanned beats asked; within a level the later observation wins."""
     winners: dict[str, Observation] = {}
     superseded: dict[str, list[Observation]] = {}
-    warnings: list[str] = []
+    conflicts: list[Conflict] = []
     for obs in observations:
         cur = winners.get(obs.fact)
         if cur is None or PRECEDENCE[obs.source] >= PRECEDENCE[cur.source]:
@@ -78,29 +64,50 @@ def resolve(observations: Iterable[Observation], lang: Lang = "en") -> Resolved:
         win = winners[fact]
         for lose in losers:
             if lose.value != win.value:
-                warnings.append(
-                    t(
-                        "{fact}: {winner} says {value}{where} and wins over {loser} {lvalue}{lwhere}",
-                        lang,
-                        fact=fact,
-                        winner=t(win.source, lang),
-                        value=value_label(win.value, lang),
-                        where=f" ({win.where})" if win.where else "",
-                        loser=t(lose.source, lang),
-                        lvalue=value_label(lose.value, lang),
-                        lwhere=f" ({lose.where})" if lose.where else "",
-                    )
-                )
-    return Resolved(winners, superseded, warnings)
+                conflicts.append(Conflict(fact, win, lose))
+    return Resolved(winners, superseded, conflicts)
 
 
 def _show(v: object) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-# A rule folder of thousands of causes would otherwise put every one in the output.
-LIST_AT_MOST = 50
 CLAIM_RANKS = 5  # a claim's cause counts as in contention among this many leaders
+
+
+@dataclass(frozen=True)
+class ClaimStance:
+    """What the evidence says of one piece of forum advice: ``refuted`` (a myth or harmful tip
+    the situation touches; ``seen``: the observed facts that touch it), ``confirmed`` (its best
+    cause ``cause`` ranks ``rank`` (1-based) at ``score``) or ``ruled-out``."""
+
+    claim: str
+    stance: str
+    order: int  # refuted harmful 0, refuted myth 1, confirmed 2, ruled out 3
+    causes: tuple[str, ...]
+    seen: tuple[str, ...] = ()
+    cause: str | None = None
+    rank: int | None = None
+    score: float | None = None
+
+
+@dataclass
+class Inference:
+    """Everything a diagnosis says, as numbers and ids: what was observed and which value won,
+    the posterior and its ranking, the verdict, the next steps, the advice the evidence bears on."""
+
+    resolved: Resolved
+    winners: dict[str, Observation]  # the resolved observations plus what their answers imply
+    observed: dict[str, str]  # fact id -> class
+    posterior: Posterior
+    ranking: list[int]
+    verdict: str  # cause | undecided | nothing-fits | looks-healthy
+    steps: list[Step]
+    declined: list[str]
+    done: bool
+    claims: list[ClaimStance]
+    verified: dict[str, str]
+    resemblance: list[Resemblance]
 
 
 class Engine:
@@ -225,204 +232,48 @@ class Engine:
             consulted=consulted,
         )
 
-    def questions(
+    def infer(
         self,
-        post: Posterior,
-        observed: set[str],
+        observations: Iterable[Observation],
         *,
         gpu_available: bool | None = None,
-        allow: tuple[str, ...] = ("ask", "probe"),
-        limit: int | None = 5,
-        winners: Mapping[str, Observation] | None = None,
-        lang: Lang = "en",
-        steps: list[Step] | None = None,
-    ) -> list[QuestionOut]:
-        """Questions among the next steps, one per fact; ``observed`` facts (and declined
-        ones passed in it) are never offered. Preconditions are judged on ``winners``."""
-        known = dict(winners or {})
-        out: list[QuestionOut] = []
-        if steps is None:
-            steps = self.steps(post, known, declined=observed - set(known))
-        for step in steps:
-            if step.kind not in allow:
-                continue
-            for fid in step.facts if step.kind != "ask" else step.facts[:1]:
-                if fid in observed or any(q.fact == fid for q in out):
-                    continue
-                fact = self.kb.facts[fid]
-                gain = step.gains.get(fid, step.gain)
-                out.append(
-                    QuestionOut(
-                        fact=fid,
-                        question=text(fact, "question", lang),
-                        type=fact.type,
-                        choices=_choices(fact),
-                        help=text(fact, "help", lang),
-                        how=step.kind,  # type: ignore[arg-type]
-                        probe=step.probe,
-                        expected_gain=round(gain, 6),
-                        cost=step.cost,
-                        gain_per_cost=round(gain / step.cost, 6),
-                    )
-                )
-                if step.kind != "ask":
-                    break
-        return out if limit is None else out[:limit]
-
-    def _step_out(self, step: Step, lang: Lang = "en") -> NextStep:
-        if step.kind == "ask":
-            fact = self.kb.facts[step.facts[0]]
-            labels = choice_labels(fact, lang) if fact.type in ("bool", "enum") else None
-            return NextStep(
-                id=step.id,
-                kind="ask",
-                title=text(fact, "question", lang).strip(),
-                fact=fact.id,
-                settles=[fact.id],
-                choices=list(labels) if labels else None,
-                labels=labels,
-                help=(text(fact, "help", lang) or "").strip() or None,
-                decline=decline_hints(step.id, step.kind),
-                expected_gain=round(step.gain, 6),
-                chance=step.chance,
-                cost=step.cost,
-                score=round(step.score, 6),
-            )
-        if step.kind == "probe":
-            title = t("Run the {probe} probe", lang, probe=step.probe)
-            command = f"ddpadvisor probe {step.probe} --nproc 2"
-        elif step.kind == "trace":
-            title = t("Trace your training script for a few steps", lang)
-            command = COMMANDS["trace"]
-        elif step.kind == "attach":
-            title = t(
-                "Attach a file you already have: the run's log or trainer_state.json, its "
-                "config, its launch command or pip list",
-                lang,
-            )
-            command = COMMANDS["attach"]
-        else:
-            title = t("Scan your training script", lang)
-            command = COMMANDS["scan"]
-        return NextStep(
-            id=step.id,
-            kind=step.kind,  # type: ignore[arg-type]
-            title=title,
-            settles=step.facts,
-            help=t("Would settle: ", lang)
-            + ", ".join(step.facts[:6])
-            + (" ..." if len(step.facts) > 6 else ""),
-            command=command,
-            decline=decline_hints(step.id, step.kind),
-            expected_gain=round(step.gain, 6),
-            chance=step.chance,
-            cost=step.cost,
-            score=round(step.score, 6),
-        )
-
-    def diagnose(
-        self,
-        observations: list[Observation],
-        *,
-        warnings: list[str] | None = None,
-        gpu_available: bool | None = None,
-        top: int | None = None,
         declined: Iterable[str] = (),
         verified: Mapping[str, str] | None = None,
         resemblance: Sequence[Resemblance] = (),
-        lang: Lang = "en",
         run_failed: bool = False,
-    ) -> Diagnosis:
-        res = resolve(observations, lang)
+    ) -> Inference:
+        """Rank the causes on the observations and choose what to do next: numbers only."""
+        res = resolve(observations)
         winners = self.with_implied(res.winners)
         observed = self.observed_classes(winners)
         verified = {k: v for k, v in (verified or {}).items() if v in VERIFY_LR}
         resemblance = [r for r in resemblance if r.cause in self.cause_index]
         post = posterior(self.model, observed, self.extra_terms(verified, resemblance))
-        described = {r.cause: r for r in resemblance}
         ranking = post.ranking()
         verdict = self._verdict(post, ranking[0], observed, winners)
         if run_failed and verdict == "looks-healthy":
             verdict = "undecided"  # a run that failed (or took no step) never looks healthy
-        shown = ranking[:top] if top else ranking
-        if top is None and len(ranking) > LIST_AT_MOST:
-            shown = ranking[:LIST_AT_MOST]
-            res.warnings.append(
-                f"listing the {LIST_AT_MOST} most likely of {len(ranking)} causes "
-                "(--top N for another number, --top 0 for all)"
-            )
-        causes = [
-            self._cause_out(post, i, rank + 1, winners, verdict, lang, described)
-            for rank, i in enumerate(shown)
-        ]
         skip = sorted(set(declined) - set(winners))
         consulted = {o.source for losers in res.superseded.values() for o in losers}
         steps = self.steps(
             post, winners, declined=skip, gpu_available=gpu_available, consulted=consulted
         )
-        questions = self.questions(
-            post,
-            set(observed) | set(skip),
-            gpu_available=gpu_available,
-            winners=winners,
-            lang=lang,
-            steps=steps,
-        )
         done = self._settled(post, ranking[0], observed, verified, resemblance) or (
             not steps or steps[0].gain < MIN_GAIN
         )
-        facts = [
-            self._fact_out(o, res.superseded.get(f, []), lang) for f, o in sorted(winners.items())
-        ]
-        claims = self.claims(post, set(observed), lang)
-        lead = causes[0]
-        nxt = steps[0].id if steps else ""
-        title = lead.title.rstrip("。.")
-        headline = (
-            "No cause stands out yet; best so far: {cause} ({score}) — {title}. "
-            if verdict == "undecided"
-            else "Most likely: {cause} ({score}) — {title}. "
-        )
-        summary = (
-            t(
-                headline,
-                lang,
-                cause=lead.id,
-                score=f"{lead.score:.0%}",
-                title=title,
-            )
-            + t("{n} facts observed", lang, n=len(observed))
-            + (t(". Settled.", lang) if done else t("; next: {fact}.", lang, fact=nxt))
-        )
-        return Diagnosis(
-            lang=lang,
-            version=__version__,
-            kb=KBInfo(
-                dirs=self.kb.dirs,
-                causes=len(self.kb.causes),
-                facts=len(self.kb.facts),
-                claims=len(self.kb.claims),
-            ),
-            summary=summary,
-            done=done,
+        return Inference(
+            resolved=res,
+            winners=winners,
+            observed=observed,
+            posterior=post,
+            ranking=ranking,
             verdict=verdict,
-            causes=causes,
-            next_steps=[self._step_out(st, lang) for st in steps[:8]],
+            steps=steps,
             declined=skip,
-            verified=verified,  # type: ignore[arg-type]
-            next_questions=questions,
-            resemblance=[
-                ResemblanceOut(
-                    cause=r.cause,
-                    score=round(r.score, 4),
-                    standout=round(r.standout, 3),
-                    words=list(r.words),
-                )
-                for r in resemblance
-            ],
-            facts=facts,
-            claims=claims,
-            warnings=[*(warnings or []), *res.warnings],
+            done=done,
+            claims=self.claims(post, set(observed)),
+            verified=verified,
+            resemblance=resemblance,
         )
 
     # -- pieces ---------------------------------------------------------------------------
@@ -476,137 +327,10 @@ class Engine:
             return "undecided"
         return "looks-healthy"
 
-    def _cause_out(
-        self,
-        post: Posterior,
-        i: int,
-        rank: int,
-        winners: dict[str, Observation],
-        verdict: str = "cause",
-        lang: Lang = "en",
-        described: Mapping[str, Resemblance] | None = None,
-    ) -> CauseOut:
-        cid = post.causes[i]
-        evidence = []
-        for c in sorted(post.contributions.get(i, []), key=lambda c: -abs(c.log_lr)):
-            if abs(c.log_lr) < 1e-9:
-                continue
-            if c.fact == DESCRIPTION:
-                r = (described or {})[cid]
-                evidence.append(
-                    EvidenceItem(
-                        fact=DESCRIPTION,
-                        value=round(r.score, 4),
-                        source="answer",
-                        detail=t(
-                            "your description reads like this cause: {words}",
-                            lang,
-                            words=", ".join(r.words),
-                        ),
-                        direction="for",
-                        size=round(c.log_lr / math.log(10), 4),
-                        path=[f"cause:{cid}", DESCRIPTION],
-                    )
-                )
-                continue
-            if c.fact.startswith("verified."):
-                fix_id = c.fact.split(".", 1)[1]
-                evidence.append(
-                    EvidenceItem(
-                        fact=c.fact,
-                        value=c.cls,
-                        source="answer",
-                        detail=f"the verify command of fix {fix_id} {c.cls}",
-                        direction="for" if c.log_lr > 0 else "against",
-                        size=round(c.log_lr / math.log(10), 4),
-                        path=[f"cause:{cid}", f"fix:{fix_id}"],
-                    )
-                )
-                continue
-            obs = winners[c.fact]
-            path = (
-                max(c.paths, key=lambda p: p.weight).nodes(cid)
-                if c.paths
-                else [f"cause:{cid}", f"finding:{c.fact}"]
-            )
-            evidence.append(
-                EvidenceItem(
-                    fact=c.fact,
-                    value=obs.value,
-                    source=obs.source,
-                    where=obs.where,
-                    detail=obs.detail,
-                    direction="for" if c.log_lr > 0 else "against",
-                    size=round(c.log_lr / math.log(10), 4),
-                    path=path,
-                )
-            )
-        if cid == CATCH_ALL:
-            title = {
-                "nothing-fits": CATCH_ALL_NOTHING_FITS,
-                "looks-healthy": CATCH_ALL_HEALTHY,
-            }.get(verdict, CATCH_ALL_TITLE)
-            title = t(title, lang)
-            return CauseOut(
-                id=CATCH_ALL,
-                title=title,
-                area="none",
-                rank=rank,
-                score=post.probs[i],
-                prior=levels.CATCH_ALL_PRIOR,
-                catch_all=True,
-                mechanism=t(CATCH_ALL_MECHANISM, lang),
-                evidence=evidence,
-                fixes=[],
-                references=[],
-            )
-        cause = self.kb.causes[cid]
-        fixes = []
-        for fid in cause.fixes:
-            fix = self.kb.fixes[fid]
-            fixes.append(
-                FixOut(
-                    id=fix.id,
-                    title=text(fix, "title", lang),
-                    steps=text(fix, "steps", lang),
-                    code=CodeOut(before=fix.code.before, after=fix.code.after)
-                    if fix.code
-                    else None,
-                    verify=VerifyOut(command=fix.verify.command, expect=text(fix, "expect", lang)),
-                    cost=fix.cost,
-                )
-            )
-        return CauseOut(
-            id=cid,
-            title=text(cause, "title", lang),
-            area=cause.area,
-            rank=rank,
-            score=min(1.0, max(0.0, post.probs[i])),
-            prior=levels.prior(cause.prior),
-            mechanism=text(cause, "mechanism", lang).strip(),
-            evidence=evidence,
-            waits_on=post.held.get(i, []),
-            fixes=fixes,
-            references=[r.url for r in cause.references],
-        )
-
-    def _fact_out(self, obs: Observation, losers: list[Observation], lang: Lang = "en") -> FactOut:
-        fact = self.kb.facts.get(obs.fact)
-        return FactOut(
-            fact=obs.fact,
-            value=obs.value,
-            source=obs.source,
-            where=obs.where,
-            detail=obs.detail,
-            question=text(fact, "question", lang) if fact else obs.fact,
-            superseded=[
-                SupersededValue(value=o.value, source=o.source, where=o.where) for o in losers
-            ],
-        )
-
-    def claims(self, post: Posterior, observed: set[str], lang: Lang = "en") -> list[ClaimOut]:
+    def claims(self, post: Posterior, observed: set[str]) -> list[ClaimStance]:
         """Forum advice that the evidence bears on: myths refuted, real causes confirmed or
-        ruled out by what was observed."""
+        ruled out by what was observed; refuted harmful tips first, then myths, confirmed,
+        ruled out, each by provenance."""
         # Only a rank below CLAIM_RANKS decides anything: rank the leaders, not every cause.
         leaders = post.ranking()[:CLAIM_RANKS]
         rank_of = {post.causes[i]: r for r, i in enumerate(leaders)}
@@ -616,75 +340,37 @@ class Engine:
         def prior_share(cause: str) -> float:
             return priors[self.cause_index[cause]] / total_prior
 
-        out: list[tuple[int, ClaimOut]] = []
+        out: list[tuple[ClaimStance, tuple[str, str]]] = []
         for claim in self.kb.claims.values():
-            causes = [c for c in (self.kb.resolve_cause(x) for x in claim.causes) if c]
+            causes = tuple(c for c in (self.kb.resolve_cause(x) for x in claim.causes) if c)
             in_play_facts = [f for f in claim.facts if f in observed]
             top_causes = [c for c in causes if rank_of.get(c, CLAIM_RANKS) < CLAIM_RANKS]
+            key = (claim.provenance[0], claim.id)
             if claim.verdict in ("myth", "harmful"):
                 # Show a refuted tip whenever the user's situation touches it: one of its facts
                 # or one of its causes' facts was observed, or its cause is in contention.
                 touched = sorted({f for c in causes for f in self.linked_facts(c) if f in observed})
                 if not (in_play_facts or top_causes or touched):
                     continue
-                seen = in_play_facts or touched
-                why = t("Refuted by how PyTorch works (see reason)", lang) + (
-                    t("; your situation: {facts}", lang, facts=", ".join(seen[:4])) if seen else ""
-                )
+                seen = tuple(in_play_facts or touched)
                 order = 0 if claim.verdict == "harmful" else 1
-                out.append((order, self._claim_out(claim, "refuted", why, causes, lang)))
+                out.append((ClaimStance(claim.id, "refuted", order, causes, seen), key))
                 continue
             if not causes:
                 continue
             best = max(causes, key=post.prob)
             if rank_of.get(best, CLAIM_RANKS) < 3 and post.prob(best) >= 0.1:
-                why = t(
-                    "{cause} ranks #{rank} at {score} on this evidence",
-                    lang,
+                stance = ClaimStance(
+                    claim.id,
+                    "confirmed",
+                    2,
+                    causes,
                     cause=best,
                     rank=rank_of[best] + 1,
-                    score=f"{post.prob(best):.0%}",
+                    score=post.prob(best),
                 )
-                out.append((2, self._claim_out(claim, "confirmed", why, causes, lang)))
+                out.append((stance, key))
             elif observed and all(post.prob(c) < prior_share(c) / 5 for c in causes):
-                why = t(
-                    "Sound advice in general, but the evidence here rules out {causes}",
-                    lang,
-                    causes=", ".join(causes),
-                )
-                out.append((3, self._claim_out(claim, "ruled-out", why, causes, lang)))
-        out.sort(key=lambda t: (t[0], t[1].provenance[0], t[1].id))
-        return [c for _, c in out]
-
-    @staticmethod
-    def _claim_out(claim, stance: str, why: str, causes: list[str], lang: Lang = "en") -> ClaimOut:  # type: ignore[no-untyped-def]
-        return ClaimOut(
-            id=claim.id,
-            text=text(claim, "text", lang),
-            provenance=claim.provenance,
-            verdict=claim.verdict,
-            stance=stance,  # type: ignore[arg-type]
-            reason=text(claim, "reason", lang).strip(),
-            why_here=why,
-            causes=causes,
-            references=[r.url for r in claim.references],
-            experiment=claim.experiment,
-        )
-
-
-def _how(sources: Sequence[str]) -> str:
-    if "asked" in sources:
-        return "ask"
-    if "probe" in sources:
-        return "probe"
-    if "trace" in sources:
-        return "trace"
-    return "script"
-
-
-def _choices(fact) -> list[str] | None:  # type: ignore[no-untyped-def]
-    if fact.type == "bool":
-        return ["true", "false"]
-    if fact.type == "enum":
-        return list(fact.values)
-    return None
+                out.append((ClaimStance(claim.id, "ruled-out", 3, causes), key))
+        out.sort(key=lambda sk: (sk[0].order, *sk[1]))
+        return [s for s, _ in out]

@@ -237,6 +237,7 @@ def _verify(engine, out: Path, cause: str) -> int:  # type: ignore[no-untyped-de
     """1 when the trace still ranks ``cause`` first, 0 when it measured what decides it and
     does not; "cannot verify" (exit 2) when it measured none of the facts the cause acts on."""
     from ddpadvisor.evidence.trace import read_trace
+    from ddpadvisor.report.present import diagnose
 
     got = read_trace(engine.kb, out)
     kb = engine.kb
@@ -254,7 +255,7 @@ def _verify(engine, out: Path, cause: str) -> int:  # type: ignore[no-untyped-de
             f"({', '.join(sorted(bearing)) or 'none'}); run longer or trace the code path "
             "the fix changed"
         )
-    diagnosis = engine.diagnose(got.observations, warnings=got.warnings)
+    diagnosis = diagnose(engine, got.observations, warnings=got.warnings)
     ids = [c.id for c in diagnosis.causes]
     rank = ids.index(cause_id) + 1 if cause_id in ids else None
     top = diagnosis.causes[0]

@@ -19,6 +19,7 @@ from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.kb.values import ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.report.models import Diagnosis, QuestionOut
+from ddpadvisor.report.present import choices_of, diagnose
 from ddpadvisor.report.text import render_markdown
 
 TUI_WHERE = "tui"  # `where` of every answer typed in the TUI, so a saved session can restore them
@@ -85,7 +86,8 @@ class Session:
         return [*self.loaded, *self.measured, *self.answers.values()]
 
     def refresh(self) -> Diagnosis:
-        self.diagnosis = self.engine.diagnose(
+        self.diagnosis = diagnose(
+            self.engine,
             self.observations(),
             warnings=self.warnings,
             gpu_available=self.gpu_available,
@@ -302,7 +304,7 @@ class Session:
             fact=fact.id,
             question=text(fact, "question", self.lang),
             type=fact.type,
-            choices=_choices(fact.type, fact.values),
+            choices=choices_of(fact),
             help=text(fact, "help", self.lang),
             how="ask",
             current=obs.value if obs else None,
@@ -385,14 +387,6 @@ def check_range(fact_id: str, value: object) -> None:
                 value=format_value(value),
             )
         )
-
-
-def _choices(type_: str, values: list[str] | None) -> list[str] | None:
-    if type_ == "bool":
-        return ["true", "false"]
-    if type_ == "enum":
-        return list(values or [])
-    return None
 
 
 def _prompt_from_question(q: QuestionOut) -> Prompt:

@@ -227,6 +227,7 @@ def diagnose_run(engine: Any, case: Case, out: Path, result: Any, seconds: float
     """The outcome of a traced run: steps per rank, and the diagnosis three ways."""
     from ddpadvisor.evidence.gather import Sources, gather
     from ddpadvisor.evidence.trace import load_trace, read_trace
+    from ddpadvisor.report.present import diagnose
 
     steps: dict[int, int] = {}
     try:
@@ -235,11 +236,11 @@ def diagnose_run(engine: Any, case: Case, out: Path, result: Any, seconds: float
     except Exception:  # a failed run may leave no trace; status says why
         pass
     traced = read_trace(engine.kb, out)
-    by_trace = engine.diagnose(traced.observations, warnings=traced.warnings)
+    by_trace = diagnose(engine, traced.observations, warnings=traced.warnings)
     scanned = gather(engine.kb, Sources(scripts=[case.script]))
-    by_script = engine.diagnose(scanned.observations, warnings=scanned.warnings)
+    by_script = diagnose(engine, scanned.observations, warnings=scanned.warnings)
     both = gather(engine.kb, Sources(scripts=[case.script], traces=[out]))
-    by_both = engine.diagnose(both.observations, warnings=both.warnings)
+    by_both = diagnose(engine, both.observations, warnings=both.warnings)
     failure = None if result.failure is None else f"{result.failure.kind}: {result.failure.message}"
     return Outcome(
         case,
