@@ -256,6 +256,11 @@ def union(vals: list[Val]) -> Val:
     if not real:
         return vals[-1] if vals else UNKNOWN
     first = real[0]
+    # A constant on one path and an unknown value on another (``if not dist.is_available():
+    # return False`` then ``return dist.is_initialized()``) is not that constant.
+    some_unknown = len(real) < len(vals) and all(v.known for v in real)
+    if some_unknown:
+        return Val(taint=frozenset().union(*(v.taint for v in vals)), ops=first.ops)
     if len(real) == 1:
         return first
     lengths = {len(v.items) for v in real if v.items is not None}
