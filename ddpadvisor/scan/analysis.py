@@ -84,6 +84,10 @@ def _fixes(test: ast.expr, branch: bool, atoms: dict[str, bool]) -> bool:
     one contradicts an atom an enclosing branch fixed."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _fixes(test.operand, not branch, atoms)
+    if isinstance(test, ast.Constant):
+        # a command-line default written in (``if args.flag:`` expanded): the run may set
+        # it either way, so it is no atom to contradict
+        return True
     if atoms.setdefault(ast.dump(test), branch) != branch:
         return False
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) == branch:
@@ -93,11 +97,15 @@ def _fixes(test: ast.expr, branch: bool, atoms: dict[str, bool]) -> bool:
 
 
 def feasible(ev: Event) -> bool:
-    """Whether the branches around ``ev`` can all be taken at once. timm's loop calls a helper
-    that steps under ``if need_update:`` from inside ``if not need_update: with no_sync():``;
-    that step never runs inside no_sync."""
+    """Whether the branches around ``ev`` can all be taken at once, in the multi-rank job.
+    timm's loop calls a helper that steps under ``if need_update:`` from inside ``if not
+    need_update: with no_sync():``; that step never runs inside no_sync. A side that runs on
+    no rank of a multi-rank job (see interp.branches) never runs either."""
     atoms: dict[str, bool] = {}
-    return all(_fixes(c.test, c.branch, atoms) for c in ev.conds())
+    conds = ev.conds()
+    return all(c.runs != "none" for c in conds) and all(
+        _fixes(c.test, c.branch, atoms) for c in conds
+    )
 
 
 class Analysis:

@@ -46,6 +46,17 @@ class CondCtx:
     branch: bool  # True: inside the body; False: the else branch (or after an early exit)
     taint: frozenset[str] = frozenset()
     const: bool | None = None  # the test's value when the scanner knows it
+    # What the test means in the multi-rank job (interp.branches): "all" (holds on every
+    # rank), "none" (on no rank: the single-process path), "some" (on some ranks), None.
+    job: str | None = None
+
+    @property
+    def runs(self) -> str | None:
+        """Whether this side runs in the multi-rank job: "all", "none", "some" or None (an
+        alternative the scan cannot decide)."""
+        if self.job is None or self.job == "some":
+            return self.job
+        return "all" if (self.job == "all") == self.branch else "none"
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from ddpadvisor.scan import apis, library
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import CondCtx, Ctx, Event, FuncCtx, LoopCtx, WithCtx
+from ddpadvisor.scan.interp import branches
 from ddpadvisor.scan.interp.core import WalkerCore
 from ddpadvisor.scan.interp.frames import (
     _AUG_OPS,
@@ -42,6 +43,9 @@ class Statements(WalkerCore):
                 self.walk_stmt(stmt, frame, cur)
                 if _is_config_exec(stmt):
                     self._config_overrides(frame)
+                if self.dead_after:
+                    self.dead_after = False
+                    return
             except RecursionError:
                 # An expression nested deeper than Python's stack (``1 + 1 + … + 1`` a
                 # thousand times): that statement is skipped, the rest is still read.
@@ -64,6 +68,7 @@ class Statements(WalkerCore):
                         self.expand(stmt.test, frame),
                         False,
                         self._test_taint(stmt.test, frame) | test_val.taint,
+                        job=self.job_truth(stmt.test, frame),
                     )
                 )
 
@@ -164,7 +169,21 @@ class Statements(WalkerCore):
         label = frame.scope.module.label
         taint = self._test_taint(stmt.test, frame) | test_val.taint
         expanded = self.expand(stmt.test, frame)
-        body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const)
+        job = self.job_truth(stmt.test, frame)
+        if job in (branches.ALL, branches.NONE):
+            # The test decides which side runs in the multi-rank job (``if world_size > 1:``,
+            # ``if not args.distributed:``): the other side is the single-process path, dead
+            # code for the job being diagnosed, and only this side's bindings hold after it.
+            # A command-line default does not decide it (``--distributed`` defaults to off;
+            # the job being diagnosed turned it on). The side read still carries its CondCtx.
+            runs_body = job == branches.ALL
+            taken = CondCtx(stmt, label, stmt.lineno, expanded, runs_body, taint, None, job)
+            side = stmt.body if runs_body else stmt.orelse
+            self.walk_block(side, frame, (*ctx, taken))
+            if _ends_branch(side):
+                self.dead_after = True  # the rest of the block never runs in the job
+            return
+        body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const, job)
         before, before_exprs = dict(frame.locals), dict(frame.exprs)
         first = len(self.events)
         self.walk_block(stmt.body, frame, (*ctx, body))
@@ -176,7 +195,7 @@ class Statements(WalkerCore):
         if stmt.orelse:
             # The else branch starts from what held before the if, not from the body's end.
             _restore(frame, before, before_exprs)
-            orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const)
+            orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const, job)
             mid = len(self.events)
             self.walk_block(stmt.orelse, frame, (*ctx, orelse))
             after_else, else_ends = dict(frame.locals), _ends_branch(stmt.orelse)
@@ -188,11 +207,21 @@ class Statements(WalkerCore):
             elif else_ends and not body_ends:
                 _restore(frame, after_body, body_exprs)
             return  # (after an else branch that holds, the frame is already its end)
-        rank_switch = bool(taint & {V.RANK, V.WORLD})
+        rank_switch = bool(taint & {V.RANK, V.WORLD}) or job == branches.SOME
         # The job being diagnosed runs distributed: a switch between a distributed set-up
         # (init_process_group, a DDP/FSDP wrap) and a single-process one is read on its
-        # distributed side, with no second reading.
+        # distributed side, with no second reading; and the same test met again later
+        # (``if args.distributed: sampler.set_epoch(epoch)``) means the same.
         dist_side = body_dist if body_dist != else_dist else None
+        if (
+            dist_side is not None
+            and job is None
+            and not taint & {V.RANK}
+            and not any(isinstance(n, ast.Call) for n in ast.walk(stmt.test))
+        ):
+            # (not a check of state such as ``if not dist.is_initialized():``, which holds
+            # before the set-up and not after it)
+            self.dist_tests.setdefault(ast.dump(expanded), dist_side)
         for name in dict.fromkeys([*after_body, *after_else]):
             yes, no = after_body.get(name), after_else.get(name)
             if yes is None or no is None or yes is no:
@@ -262,6 +291,15 @@ class Statements(WalkerCore):
         if site in self.flip:
             return no
         return primary
+
+    def job_truth(self, test: ast.expr, frame: Frame) -> str | None:
+        """What ``test`` means in the multi-rank job (see :mod:`interp.branches`)."""
+        return branches.Classifier(
+            lambda node: self.eval_pure(node, frame),
+            self.dist_tests,
+            lambda node: self.expand(node, frame),
+            lambda: _sets_up_distributed(self.events),
+        ).truth(test)
 
     def _test_taint(self, test: ast.expr, frame: Frame) -> frozenset[str]:
         """Rank-dependence of an if-test, including helpers named like ``is_main_process()``."""
