@@ -19,6 +19,15 @@ class LoopCtx:
     over_loader: bool = False
     is_while: bool = False
     count_node: ast.expr | None = None  # range(K)'s K as written, names expanded like conditions
+    # DataLoaders (object refs) whose batches this loop's element carries: the loop walks
+    # their batches, through enumerate / tqdm / zip / a local generator or wrapper object
+    # (loops driven by next() are found by Analysis.loop_loaders).
+    loaders: frozenset[int] = frozenset()
+    # DataLoaders this loop starts iterating itself (``for b in loader``, ``enumerate(loader)``):
+    # each run of the loop is one pass over them.
+    starts: frozenset[int] = frozenset()
+    outer: tuple[LoopCtx | WithCtx | CondCtx | FuncCtx, ...] = ()  # the context around it
+    seq: int = 0  # the walk's position when the loop began
 
     @property
     def where(self) -> str:

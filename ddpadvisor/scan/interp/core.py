@@ -96,6 +96,7 @@ class WalkerCore:
             self.classes,
             self.functions,
             self.rank_slices,
+            self.loops,
         )
 
     @staticmethod

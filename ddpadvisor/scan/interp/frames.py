@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.context import Event, LoopCtx
 from ddpadvisor.scan.source import Module, SourceSet
 from ddpadvisor.scan.values import UNKNOWN, Obj, Val
 
@@ -160,6 +160,7 @@ class WalkResult:
     classes: list[ClassInfo]
     functions: list[FuncRef]
     rank_slices: list[str]
+    loops: list[LoopCtx] = field(default_factory=list)  # every loop met, in walk order
 
 
 def _always_exits(body: list[ast.stmt], test: ast.expr) -> bool:

@@ -100,7 +100,10 @@ class Statements(WalkerCore):
         elif isinstance(stmt, ast.While):
             self._loop_carried(stmt, frame)
             self.eval(stmt.test, frame, ctx)
-            loop = LoopCtx(stmt, label, stmt.lineno, UNKNOWN, is_while=True)
+            loop = LoopCtx(
+                stmt, label, stmt.lineno, UNKNOWN, is_while=True, outer=ctx, seq=self.seq
+            )
+            self.loops.append(loop)
             self.walk_block(stmt.body, frame, (*ctx, loop))
             self.walk_block(stmt.orelse, frame, ctx)
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
@@ -344,7 +347,8 @@ class Statements(WalkerCore):
         count: Val | None = None
         index_var: str | None = None
         over_loader = False
-        elem = self.element_of(it, stmt.iter)
+        it, own = self._iter_protocol(it, stmt, frame, ctx)
+        elem = own if own is not None else self.element_of(it, stmt.iter)
         target = stmt.target
         if it.kind == V.RANGE and it.items:
             count = it.items[0]
@@ -385,14 +389,53 @@ class Statements(WalkerCore):
         ):
             count_node = self.expand(call.args[-1], frame)
         loop = LoopCtx(
-            stmt, label, stmt.lineno, it, count, index_var, over_loader, count_node=count_node
+            stmt,
+            label,
+            stmt.lineno,
+            it,
+            count,
+            index_var,
+            over_loader,
+            count_node=count_node,
+            loaders=frozenset(_iterated_loaders(it, elem)),
+            starts=frozenset(_started_loaders(it)),
+            outer=ctx,
+            seq=self.seq,
         )
+        self.loops.append(loop)
         self.walk_block(stmt.body, frame, (*ctx, loop))
         self.walk_block(stmt.orelse, frame, ctx)
 
+    def _iter_protocol(
+        self, it: Val, stmt: ast.For | ast.AsyncFor, frame: Frame, ctx: Ctx
+    ) -> tuple[Val, Val | None]:
+        """``for b in wrapper`` over an object of a local class: what its ``__iter__`` gives
+        (a generator method, or ``self`` with a ``__next__``). Returns the iterable and, when
+        ``__next__`` makes the items, the item."""
+        obj = self.obj(it) if it.ref is not None else None
+        info = obj.extra.get("class") if obj is not None else None
+        if not isinstance(info, ClassInfo) or it.kind in (V.LOADER, V.DATASET):
+            return it, None
+        found = info.find_method("__iter__")
+        if found is None:
+            return it, None
+        owner, fn = found
+        got = self.inline(FuncRef(fn, owner.scope, None, owner=owner), [], {}, it, None, frame, ctx)
+        if got.kind == "generator" or got.kind == V.LOADER:
+            return got, None
+        nxt = info.find_method("__next__")
+        if got.ref == it.ref and nxt is not None:
+            ref = FuncRef(nxt[1], nxt[0].scope, None, owner=nxt[0])
+            return it, self.inline(ref, [], {}, it, None, frame, ctx)
+        return it, None
+
     def element_of(self, it: Val, node: ast.AST | None) -> Val:
         if it.kind == V.LOADER:
-            return Val(kind="batch", ref=it.ref, taint=it.taint | {V.DATA})
+            return Val(
+                kind="batch",
+                ref=it.ref,
+                taint=it.taint | {V.DATA, f"{BATCH_OF}{it.ref}"},
+            )
         if it.kind == V.RANGE:
             return Val(taint=it.taint)
         if it.kind == V.PARAMS:
@@ -780,6 +823,50 @@ class Statements(WalkerCore):
             named = {p.arg for p in [*params, *a.kwonlyargs]}
             rest = tuple((k, v) for k, v in kwargs.items() if k not in named)
             frame.locals[a.kwarg.arg] = Val(mapping=rest)
+
+
+BATCH_OF = "batchof:"  # taint: derived from a batch of the DataLoader with this ref
+
+
+def batch_refs(val: Val, depth: int = 0) -> set[int]:
+    """The DataLoaders whose batches ``val`` (or a part of it) derives from."""
+    out = {int(t[len(BATCH_OF) :]) for t in val.taint if t.startswith(BATCH_OF)}
+    if val.items and depth < 4:
+        for item in val.items:
+            out |= batch_refs(item, depth + 1)
+    return out
+
+
+def _iterated_loaders(it: Val, elem: Val) -> set[int]:
+    """The DataLoaders whose batches a loop over ``it`` walks: its items carry their batches
+    and ``it`` is not itself cut from a batch (``for mb in batch.chunk(k)`` walks pieces of
+    one batch, not the loader)."""
+    if it.kind in ("zip", "enumerate") and it.items:
+        parts = it.items if it.kind == "zip" else it.items[:1]
+        out: set[int] = set()
+        for part in parts:
+            if part.kind == V.LOADER and part.ref is not None:
+                out.add(part.ref)
+            elif not any(t.startswith(BATCH_OF) for t in part.taint):
+                sub = part.items[0] if part.kind in ("generator", "sized") and part.items else None
+                if sub is not None:
+                    out |= batch_refs(sub)
+        return out
+    if it.kind == V.LOADER and it.ref is not None:
+        return {it.ref}
+    if any(t.startswith(BATCH_OF) for t in it.taint):
+        return set()
+    return batch_refs(elem)
+
+
+def _started_loaders(it: Val) -> set[int]:
+    """The DataLoaders a loop over ``it`` starts iterating itself."""
+    if it.kind == V.LOADER and it.ref is not None:
+        return {it.ref}
+    if it.kind in ("zip", "enumerate") and it.items:
+        parts = it.items if it.kind == "zip" else it.items[:1]
+        return {p.ref for p in parts if p.kind == V.LOADER and p.ref is not None}
+    return set()
 
 
 _CODE_KINDS = (V.FUNCTION, V.LAMBDA, "class", "method")

@@ -188,14 +188,15 @@ class RuleContext:
         return Val(const=None, taint=frozenset({"default"})), args.where
 
     def training_loader(self) -> Obj | None:
+        """The DataLoader the training loop reads (Analysis.training_loaders: the loop
+        around the main backward that takes its batches, however wrapped); failing that,
+        the only DataLoader that is not an evaluation one."""
         b = self.a.main_backward
         if b is not None:
-            for loop in reversed(b.loops()):
-                it = loop.iter
-                if it.kind == "enumerate" and it.items:
-                    it = it.items[0]
-                if it.kind == V.LOADER and it.ref is not None:
-                    return self.walk.objects.get(it.ref)
+            for ref in self.a.training_loaders:
+                obj = self.walk.objects.get(ref)
+                if obj is not None and obj.kind == V.LOADER:
+                    return obj
             for e in self.a.events:
                 if (
                     e.result is not None
