@@ -561,6 +561,8 @@ class Analysis:
             return None  # not inside the window's loop
         for c in inner:
             if isinstance(c, CondCtx):
+                if c.runs == "all":
+                    continue  # a side every rank of the job takes (``if ddp:``)
                 if c.const is not None and V.ARGDEFAULT not in c.taint:
                     if bool(c.const) != c.branch:
                         return False
