@@ -122,6 +122,7 @@ def _sides(tmp_path: Path, test: str, init_first: bool = False) -> tuple[object,
         ("args.n_gpu > 1", None, None),  # GPUs on a node: an alternative
         ("args.distributed and os.environ.get('X')", None, None),
         ("world_size == 1 and os.environ.get('X')", None, "all"),
+        ("os.environ.get('X') and is_main_process()", "some", "some"),  # a subset at most
     ],
 )
 def test_branch_meaning_under_ddp(tmp_path: Path, test: str, body: object, other: object) -> None:
@@ -155,3 +156,21 @@ def test_alternative_bypass_is_left_undecided_with_a_note() -> None:
     assert result.value("forward_bypasses_ddp") is None
     notes = [w for w in result.warnings if "around the DDP wrapper" in w]
     assert notes and notes[0].startswith(f"{path.name}:{_line_of(path, '        out =')}:")
+
+
+def test_value_bound_per_rank_depends_on_the_rank(tmp_path: Path) -> None:
+    from ddpadvisor.scan import values as V
+    from ddpadvisor.scan.interp import Walker
+    from ddpadvisor.scan.source import load
+
+    script = tmp_path / "per_rank.py"
+    script.write_text(
+        f"{_PRELUDE}ckpt = None\nif os.environ.get('CKPT') and is_main_process():\n"
+        "    ckpt = os.environ['CKPT']\nprint(ckpt)\nlr = 0.1\nif os.environ.get('X'):\n"
+        "    lr = 0.2\nprint(lr)\n",
+        encoding="utf-8",
+    )
+    walk = Walker(load(script)).run()
+    printed = [e.args[0] for e in walk.events if e.name == "print" and e.args]
+    assert V.RANK in printed[0].taint  # set on the main process only
+    assert V.RANK not in printed[1].taint  # an alternative, the same on every rank

@@ -18,7 +18,8 @@ which side runs in a multi-rank job, and then the scan does not have to guess:
 - ``None``: anything else; both sides are alternatives.
 
 ``not``, ``and`` and ``or`` combine these as three-valued logic (``ALL and x`` is unknown;
-``NONE and x`` is ``NONE``). The number of GPUs on a node (``torch.cuda.device_count()``,
+``NONE and x`` is ``NONE``; ``SOME and x`` is ``SOME``: it holds on a subset of the ranks at
+most). The number of GPUs on a node (``torch.cuda.device_count()``,
 ``n_gpu``) is not the world size: the ``torch.distributed.launch``-era scripts set ``n_gpu =
 1`` under DDP and use ``n_gpu > 1`` for ``DataParallel``, so those tests stay alternatives.
 Names (``world_size``, ``distributed``) are hints the scan reads as the script's own
@@ -134,9 +135,13 @@ class Classifier:
             if isinstance(test.op, ast.And):
                 if NONE in parts:
                     return NONE
+                if SOME in parts:
+                    # true on a subset of the ranks at most (``ckpt is not None and
+                    # is_main_process()``): never on every rank because of the others
+                    return SOME
                 if None in parts:
                     return None
-                return ALL if all(p == ALL for p in parts) else SOME
+                return ALL
             if ALL in parts:
                 return ALL
             if None in parts:

@@ -125,7 +125,11 @@ class Expressions(WalkerCore):
             picked = yes if yes.kind is not None else no
             if picked.kind is not None:
                 return replace(picked, taint=yes.taint | no.taint)
-            return merge(yes, no)
+            out = merge(yes, no)
+            if job == branches.SOME and yes.ref is None and no.ref is None:
+                # one value on some ranks, another on the others: it depends on the rank
+                out = out.with_taint(V.RANK)
+            return out
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items: list[Val] = []
             for e in node.elts:

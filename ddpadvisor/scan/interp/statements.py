@@ -236,6 +236,10 @@ class Statements(WalkerCore):
                 continue
             if dist_side is None:
                 val = self._join(stmt, label, name, yes, no, bool(stmt.orelse), rank_switch)
+                if job == branches.SOME and _is_data(yes) and _is_data(no):
+                    # bound one way on some ranks and another way on the others: the value
+                    # depends on the rank (``ckpt = last if is_main_process() else None``)
+                    val = val.with_taint(V.RANK)
             elif not stmt.orelse:
                 val = yes
             else:
@@ -871,6 +875,11 @@ def _started_loaders(it: Val) -> set[int]:
 
 _CODE_KINDS = (V.FUNCTION, V.LAMBDA, "class", "method")
 _DIST_KINDS = (V.DDP, V.FSDP)
+
+
+def _is_data(val: Val) -> bool:
+    """A plain value (a constant, a path, a number), not an object or code."""
+    return val.ref is None and val.kind in (None, "symbol") and not isinstance(val.const, FuncRef)
 
 
 def _sets_up_distributed(events: list[Event]) -> bool:
