@@ -391,7 +391,18 @@ def set_epoch(rc: RuleContext) -> None:
     if shuffle is not None and shuffle.known and shuffle.const is False:
         rc.warn(f"{sampler.where}: DistributedSampler(shuffle=False): set_epoch has no effect")
         return
-    calls = [e for e in rc.a.calls("set_epoch")]
+    # A call on another sampler the scan knows (the validation one) does not count; one on
+    # a receiver it cannot trace (``loader.sampler``, a helper's argument) may be this one.
+    others = {
+        o.ref
+        for o in rc.a.objs(V.DSAMPLER, V.SAMPLER)
+        if o.ref != sampler.ref and o.ref not in _training_samplers(rc)
+    }
+    calls = [
+        e
+        for e in rc.a.calls("set_epoch")
+        if not (e.recv is not None and e.recv.ref is not None and e.recv.ref in others)
+    ]
     in_loop = [e for e in calls if e.loops()]
     if in_loop:
         rc.emit(fact, True, in_loop[0].where, f"set_epoch called every epoch ({in_loop[0].where})")
@@ -430,6 +441,18 @@ def set_epoch(rc: RuleContext) -> None:
         f"epoch loop never calls sampler.set_epoch(epoch): every epoch replays the same order "
         f"(sampler at {sampler.where})",
     )
+
+
+def _training_samplers(rc: RuleContext) -> set[int]:
+    """The samplers of the DataLoaders the training loop reads."""
+    out: set[int] = set()
+    for ref in rc.a.training_loaders:
+        loader = rc.walk.objects.get(ref)
+        for key in ("sampler", "batch_sampler") if loader is not None else ():
+            s = rc.obj(loader.kwargs.get(key))
+            if s is not None:
+                out.add(s.ref)
+    return out
 
 
 def _loop_not_read(rc: RuleContext, sampler: Obj, loader: Obj | None, b: Event) -> None:
