@@ -448,7 +448,9 @@ def _training_samplers(rc: RuleContext) -> set[int]:
     out: set[int] = set()
     for ref in rc.a.training_loaders:
         loader = rc.walk.objects.get(ref)
-        for key in ("sampler", "batch_sampler") if loader is not None else ():
+        if loader is None:
+            continue
+        for key in ("sampler", "batch_sampler"):
             s = rc.obj(loader.kwargs.get(key))
             if s is not None:
                 out.add(s.ref)
