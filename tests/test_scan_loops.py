@@ -117,3 +117,29 @@ def test_loop_over_an_object_with_iter(tmp_path: Path) -> None:
     )
     result = scan_file(script, strict=True)
     assert result.value("calls_set_epoch") is False
+
+
+def test_loader_without_identity_is_read(tmp_path: Path) -> None:
+    # deepspeed.initialize(training_data=...) returns a DataLoader the scan has no object for
+    script = tmp_path / "ds_loader.py"
+    script.write_text(
+        "\n".join(
+            [
+                "import deepspeed",
+                "import torch",
+                "model = torch.nn.Linear(4, 1)",
+                "ds = torch.utils.data.TensorDataset(torch.randn(64, 4))",
+                "engine, opt, loader, _ = deepspeed.initialize(",
+                "    model=model, model_parameters=model.parameters(), training_data=ds)",
+                "for epoch in range(2):",
+                "    for (x,) in loader:",
+                "        loss = engine(x).mean()",
+                "        engine.backward(loss)",
+                "        engine.step()",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    result = scan_file(script, strict=True)
+    assert result.value("hand_written_loop") is not None

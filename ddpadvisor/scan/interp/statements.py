@@ -435,11 +435,8 @@ class Statements(WalkerCore):
 
     def element_of(self, it: Val, node: ast.AST | None) -> Val:
         if it.kind == V.LOADER:
-            return Val(
-                kind="batch",
-                ref=it.ref,
-                taint=it.taint | {V.DATA, f"{BATCH_OF}{it.ref}"},
-            )
+            mark = {f"{BATCH_OF}{it.ref}"} if it.ref is not None else set()
+            return Val(kind="batch", ref=it.ref, taint=it.taint | {V.DATA} | mark)
         if it.kind == V.RANGE:
             return Val(taint=it.taint)
         if it.kind == V.PARAMS:
@@ -834,7 +831,11 @@ BATCH_OF = "batchof:"  # taint: derived from a batch of the DataLoader with this
 
 def batch_refs(val: Val, depth: int = 0) -> set[int]:
     """The DataLoaders whose batches ``val`` (or a part of it) derives from."""
-    out = {int(t[len(BATCH_OF) :]) for t in val.taint if t.startswith(BATCH_OF)}
+    out = {
+        int(t[len(BATCH_OF) :])
+        for t in val.taint
+        if t.startswith(BATCH_OF) and t[len(BATCH_OF) :].isdigit()
+    }
     if val.items and depth < 4:
         for item in val.items:
             out |= batch_refs(item, depth + 1)
