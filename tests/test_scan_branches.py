@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ddpadvisor.scan import MAX_SITES, scan_file
 from tests.scan_support import FIXTURES
 
@@ -67,3 +69,108 @@ def test_a_switched_function_is_read_before_switched_constants(tmp_path: Path) -
     result = scan_file(script, strict=True)
     assert result.value("uses_distributed_sampler") is None
     assert [w for w in result.warnings if "binds get_loader" in w], result.warnings
+
+
+# -- branches by their meaning under DDP (interp/branches.py) ---------------------------------
+
+_PRELUDE = """\
+import os
+import argparse
+import torch.distributed as dist
+parser = argparse.ArgumentParser()
+parser.add_argument("--distributed", action="store_true")
+parser.add_argument("--local_rank", type=int, default=-1)
+parser.add_argument("--n_gpu", type=int, default=1)
+args = parser.parse_args()
+world_size = int(os.environ["WORLD_SIZE"])
+rank = int(os.environ["RANK"])
+def is_main_process():
+    return rank == 0
+"""
+
+
+def _sides(tmp_path: Path, test: str, init_first: bool = False) -> tuple[object, object]:
+    """The job meaning and whether each side of ``if <test>:`` was read: (body, else)."""
+    from ddpadvisor.scan.interp import Walker
+    from ddpadvisor.scan.source import load
+
+    init = "dist.init_process_group('nccl')\n" if init_first else ""
+    code = f"{_PRELUDE}{init}if {test}:\n    print('body')\nelse:\n    print('other')\n"
+    script = tmp_path / "sides.py"
+    script.write_text(code, encoding="utf-8")
+    walk = Walker(load(script)).run()
+    seen: dict[str, object] = {}
+    for e in walk.events:
+        if e.name == "print" and e.args and e.args[0].known:
+            conds = e.conds()
+            seen[str(e.args[0].const)] = conds[-1].runs if conds else "unconditional"
+    return seen.get("body"), seen.get("other")
+
+
+@pytest.mark.parametrize(
+    ("test", "body", "other"),
+    [
+        ("world_size > 1", "all", None),  # only the multi-rank side is read
+        ("1 < world_size", "all", None),
+        ("dist.get_world_size() >= 2", "all", None),
+        ("world_size == 1", None, "all"),
+        ("not args.distributed", None, "all"),
+        ("args.distributed", "all", None),  # a command-line default does not decide it
+        ("args.local_rank == -1", None, "all"),  # torch.distributed.launch's convention
+        ("rank == 0", "some", "some"),  # both run, on different ranks
+        ("is_main_process()", "some", "some"),
+        ("args.n_gpu > 1", None, None),  # GPUs on a node: an alternative
+        ("args.distributed and os.environ.get('X')", None, None),
+        ("world_size == 1 and os.environ.get('X')", None, "all"),
+        ("os.environ.get('X') and is_main_process()", "some", "some"),  # a subset at most
+    ],
+)
+def test_branch_meaning_under_ddp(tmp_path: Path, test: str, body: object, other: object) -> None:
+    got = _sides(tmp_path, test)
+    # an alternative's sides are both read, with no meaning (None)
+    assert got == (body, other), (test, got)
+
+
+def test_state_check_counts_only_after_the_set_up(tmp_path: Path) -> None:
+    # ``if not dist.is_initialized(): dist.init_process_group()`` runs on every rank
+    assert _sides(tmp_path, "dist.is_initialized()") == (None, None)
+    assert _sides(tmp_path, "dist.is_initialized()", init_first=True) == ("all", None)
+
+
+def test_single_process_side_binds_nothing(tmp_path: Path) -> None:
+    from ddpadvisor.scan.interp import Walker
+    from ddpadvisor.scan.source import load
+
+    script = tmp_path / "bind.py"
+    script.write_text(
+        f"{_PRELUDE}lr = 0.1\nif world_size == 1:\n    lr = 0.5\nprint(lr)\n", encoding="utf-8"
+    )
+    walk = Walker(load(script)).run()
+    printed = [e.args[0].const for e in walk.events if e.name == "print" and e.args]
+    assert printed == [0.1]
+
+
+def test_alternative_bypass_is_left_undecided_with_a_note() -> None:
+    path = FIXTURES / "accumulation" / "bypass_switch_undecided.py"
+    result = scan_file(path, strict=True)
+    assert result.value("forward_bypasses_ddp") is None
+    notes = [w for w in result.warnings if "around the DDP wrapper" in w]
+    assert notes and notes[0].startswith(f"{path.name}:{_line_of(path, '        out =')}:")
+
+
+def test_value_bound_per_rank_depends_on_the_rank(tmp_path: Path) -> None:
+    from ddpadvisor.scan import values as V
+    from ddpadvisor.scan.interp import Walker
+    from ddpadvisor.scan.source import load
+
+    script = tmp_path / "per_rank.py"
+    script.write_text(
+        f"{_PRELUDE}ckpt = None\nif os.environ.get('CKPT') and is_main_process():\n"
+        "    ckpt = os.environ['CKPT']\nprint(ckpt)\nlr = 0.1\nif os.environ.get('X'):\n"
+        "    lr = 0.2\nprint(lr)\n",
+        encoding="utf-8",
+    )
+    walk = Walker(load(script)).run()
+    printed = [e.args[0] for e in walk.events if e.name == "print" and e.args]
+    assert V.RANK in printed[0].taint  # set on the main process only
+    assert V.RANK not in printed[1].taint  # an alternative, the same on every rank

@@ -17,6 +17,7 @@ from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import CondCtx, Ctx, Event, LoopCtx, WithCtx, common_prefix, ctx_after
 from ddpadvisor.scan.evaluate import Undecidable, evaluate, free_names
 from ddpadvisor.scan.interp import WalkResult, is_cli_default
+from ddpadvisor.scan.interp.statements import batch_refs
 from ddpadvisor.scan.values import Obj, Val
 
 PROBE_K = (2, 3, 4, 5)  # accumulation counts tried when the real one is not known
@@ -84,6 +85,10 @@ def _fixes(test: ast.expr, branch: bool, atoms: dict[str, bool]) -> bool:
     one contradicts an atom an enclosing branch fixed."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _fixes(test.operand, not branch, atoms)
+    if isinstance(test, ast.Constant):
+        # a command-line default written in (``if args.flag:`` expanded): the run may set
+        # it either way, so it is no atom to contradict
+        return True
     if atoms.setdefault(ast.dump(test), branch) != branch:
         return False
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) == branch:
@@ -93,11 +98,15 @@ def _fixes(test: ast.expr, branch: bool, atoms: dict[str, bool]) -> bool:
 
 
 def feasible(ev: Event) -> bool:
-    """Whether the branches around ``ev`` can all be taken at once. timm's loop calls a helper
-    that steps under ``if need_update:`` from inside ``if not need_update: with no_sync():``;
-    that step never runs inside no_sync."""
+    """Whether the branches around ``ev`` can all be taken at once, in the multi-rank job.
+    timm's loop calls a helper that steps under ``if need_update:`` from inside ``if not
+    need_update: with no_sync():``; that step never runs inside no_sync. A side that runs on
+    no rank of a multi-rank job (see interp.branches) never runs either."""
     atoms: dict[str, bool] = {}
-    return all(_fixes(c.test, c.branch, atoms) for c in ev.conds())
+    conds = ev.conds()
+    return all(c.runs != "none" for c in conds) and all(
+        _fixes(c.test, c.branch, atoms) for c in conds
+    )
 
 
 class Analysis:
@@ -282,6 +291,82 @@ class Analysis:
             return None
         loops = b.loops()
         return loops[-1] if loops else None
+
+    # -------------------------------------------------------------- loops over the data
+    @cached_property
+    def _loader_starts(self) -> dict[int, list[tuple[Ctx, int]]]:
+        """Where each DataLoader's iteration begins (the context around the start and the
+        walk position): a loop over it (directly, or through enumerate / tqdm / zip), and
+        ``iter(loader)``. Each run of the code around a start is one pass over the data."""
+        out: dict[int, list[tuple[Ctx, int]]] = {}
+        for loop in self.walk.loops:
+            for ref in loop.starts:
+                out.setdefault(ref, []).append((loop.outer, loop.seq))
+        for e in self.events:
+            if e.kind != "call" or apis.last(e.name) != "iter" or e.method is not None:
+                continue
+            arg = e.args[0] if e.args else None
+            if arg is not None and arg.kind == V.LOADER and arg.ref is not None:
+                out.setdefault(arg.ref, []).append((e.ctx, e.seq))
+        return out
+
+    @cached_property
+    def _next_loaders(self) -> dict[int, set[int]]:
+        """Loops that take their batches with ``next()`` on an iterator begun outside them
+        (``it = iter(loader)`` then ``while …: batch = next(it)``, a prefetcher's
+        ``next()``): id(loop) → the DataLoaders."""
+        out: dict[int, set[int]] = {}
+        for e in self.events:
+            if e.kind != "call" or apis.last(e.name) != "next" or e.method is not None:
+                continue
+            loops = e.loops()
+            if not loops or e.result is None:
+                continue
+            inner = loops[-1]
+            for ref in batch_refs(e.result):
+                begun_inside = any(
+                    any(c is inner for c in start) for start, _ in self._loader_starts.get(ref, [])
+                )
+                if not begun_inside:
+                    out.setdefault(id(inner), set()).add(ref)
+        return out
+
+    def loop_loaders(self, loop: LoopCtx) -> frozenset[int]:
+        """The DataLoaders whose batches one run of ``loop`` takes: through what it iterates
+        (enumerate, tqdm, zip, a logging generator, a wrapper object) or by ``next()``."""
+        return loop.loaders | self._next_loaders.get(id(loop), set())
+
+    @cached_property
+    def training_loaders(self) -> list[int]:
+        """The DataLoaders the training loop (the innermost loop around the main backward
+        that takes batches) reads; empty when no loop around it visibly does."""
+        b = self.main_backward
+        if b is None:
+            return []
+        for loop in reversed(b.loops()):
+            refs = self.loop_loaders(loop)
+            if not refs and loop.iter.kind == V.LOADER and loop.iter.ref is not None:
+                refs = frozenset({loop.iter.ref})
+            if refs:
+                return sorted(refs)
+        return []
+
+    def epoch_loop(self, ref: int) -> tuple[LoopCtx | None, bool]:
+        """The loop that repeats the passes over DataLoader ``ref`` that the training step
+        reads: the innermost loop around the start of its iteration nearest the main
+        backward. Returns (loop, whether a start was found); (None, True) means one pass."""
+        b = self.main_backward
+        starts = self._loader_starts.get(ref, [])
+        if b is None or not starts:
+            return None, False
+
+        def key(start: tuple[Ctx, int]) -> tuple[int, int]:
+            ctx, seq = start
+            return len(common_prefix(ctx, b.ctx)), seq if seq <= b.seq else -seq
+
+        ctx, _ = max(starts, key=key)
+        loops = [c for c in ctx if isinstance(c, LoopCtx)]
+        return (loops[-1] if loops else None), True
 
     @cached_property
     def train_forwards(self) -> list[Event]:
@@ -476,6 +561,8 @@ class Analysis:
             return None  # not inside the window's loop
         for c in inner:
             if isinstance(c, CondCtx):
+                if c.runs == "all":
+                    continue  # a side every rank of the job takes (``if ddp:``)
                 if c.const is not None and V.ARGDEFAULT not in c.taint:
                     if bool(c.const) != c.branch:
                         return False

@@ -19,6 +19,15 @@ class LoopCtx:
     over_loader: bool = False
     is_while: bool = False
     count_node: ast.expr | None = None  # range(K)'s K as written, names expanded like conditions
+    # DataLoaders (object refs) whose batches this loop's element carries: the loop walks
+    # their batches, through enumerate / tqdm / zip / a local generator or wrapper object
+    # (loops driven by next() are found by Analysis.loop_loaders).
+    loaders: frozenset[int] = frozenset()
+    # DataLoaders this loop starts iterating itself (``for b in loader``, ``enumerate(loader)``):
+    # each run of the loop is one pass over them.
+    starts: frozenset[int] = frozenset()
+    outer: tuple[LoopCtx | WithCtx | CondCtx | FuncCtx, ...] = ()  # the context around it
+    seq: int = 0  # the walk's position when the loop began
 
     @property
     def where(self) -> str:
@@ -46,6 +55,17 @@ class CondCtx:
     branch: bool  # True: inside the body; False: the else branch (or after an early exit)
     taint: frozenset[str] = frozenset()
     const: bool | None = None  # the test's value when the scanner knows it
+    # What the test means in the multi-rank job (interp.branches): "all" (holds on every
+    # rank), "none" (on no rank: the single-process path), "some" (on some ranks), None.
+    job: str | None = None
+
+    @property
+    def runs(self) -> str | None:
+        """Whether this side runs in the multi-rank job: "all", "none", "some" or None (an
+        alternative the scan cannot decide)."""
+        if self.job is None or self.job == "some":
+            return self.job
+        return "all" if (self.job == "all") == self.branch else "none"
 
 
 @dataclass(frozen=True, slots=True, eq=False)

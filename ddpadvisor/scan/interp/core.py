@@ -10,7 +10,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.context import Ctx, Event
+from ddpadvisor.scan.context import Ctx, Event, LoopCtx
 from ddpadvisor.scan.interp.frames import (
     _EXPANDABLE,
     _RANK_NAMES,
@@ -60,6 +60,13 @@ class WalkerCore:
         self.functions: list[FuncRef] = []
         self.warnings: list[str] = []
         self.rank_slices: list[str] = []  # data[rank::world_size]: a hand-made shard
+        # Tests the script used to choose its distributed set-up (ast.dump of the expanded
+        # test → whether it holds in the distributed job): see interp.branches.
+        self.dist_tests: dict[str, bool] = {}
+        self.loops: list[LoopCtx] = []  # every loop met, in walk order
+        # Set by an if whose side that runs in the job returns, raises or continues: the
+        # rest of the block is not read (Statements.walk_block).
+        self.dead_after = False
 
     # ------------------------------------------------------------------ entry
     def run(self) -> WalkResult:
@@ -89,6 +96,7 @@ class WalkerCore:
             self.classes,
             self.functions,
             self.rank_slices,
+            self.loops,
         )
 
     @staticmethod
@@ -321,6 +329,8 @@ class WalkerCore:
         def eval(self, node: ast.expr | None, frame: Frame, ctx: Ctx) -> Val: ...
 
         def _boolop(self, node: ast.BoolOp, vals: list[Val]) -> Val: ...
+
+        def job_truth(self, test: ast.expr, frame: Frame) -> str | None: ...
 
         def comprehension(self, node: ast.AST, frame: Frame, ctx: Ctx) -> Val: ...
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from ddpadvisor.scan import apis, library
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.context import Ctx, Event
+from ddpadvisor.scan.context import CondCtx, Ctx, Event
+from ddpadvisor.scan.interp import branches
 from ddpadvisor.scan.interp.core import WalkerCore
 from ddpadvisor.scan.interp.frames import (
     _CTX_KINDS,
@@ -86,10 +87,37 @@ class Expressions(WalkerCore):
             return Val(taint=out.taint)
         if isinstance(node, ast.IfExp):
             test = self.eval(node.test, frame, ctx)
-            yes = self.eval(node.body, frame, ctx)
-            no = self.eval(node.orelse, frame, ctx)
+            job: str | None = None
+            if not (test.known and V.ARGDEFAULT not in test.taint):
+                job = self.job_truth(node.test, frame)
+                if job in (branches.ALL, branches.NONE):
+                    # ``model.module(x) if world_size > 1 else model(x)``: only the side that
+                    # runs in the multi-rank job is read (see interp.branches).
+                    runs = job == branches.ALL
+                    cond = CondCtx(
+                        node,
+                        frame.scope.module.label,
+                        node.lineno,
+                        self.expand(node.test, frame),
+                        runs,
+                        test.taint,
+                        None,
+                        job,
+                    )
+                    return self.eval(node.body if runs else node.orelse, frame, (*ctx, cond))
             if test.known and V.ARGDEFAULT not in test.taint:
-                return yes if test.const else no
+                return self.eval(node.body if test.const else node.orelse, frame, ctx)
+            # Each side runs only when its side of the test holds: calls made there carry it
+            # (rules tell alternatives from code that runs on every path).
+            expanded = self.expand(node.test, frame)
+            label = frame.scope.module.label
+            taint = test.taint | ({V.RANK} if job == branches.SOME else set())
+            sides = [
+                CondCtx(node, label, node.lineno, expanded, branch, taint, None, job)
+                for branch in (True, False)
+            ]
+            yes = self.eval(node.body, frame, (*ctx, sides[0]))
+            no = self.eval(node.orelse, frame, (*ctx, sides[1]))
             if yes.kind in _CTX_KINDS or no.kind in _CTX_KINDS:
                 return Val(kind="ifexp", items=(yes, no), node=self.expand(node.test, frame))
             if yes.kind is not None and yes.kind == no.kind:
@@ -97,7 +125,11 @@ class Expressions(WalkerCore):
             picked = yes if yes.kind is not None else no
             if picked.kind is not None:
                 return replace(picked, taint=yes.taint | no.taint)
-            return merge(yes, no)
+            out = merge(yes, no)
+            if job == branches.SOME and yes.ref is None and no.ref is None:
+                # one value on some ranks, another on the others: it depends on the rank
+                out = out.with_taint(V.RANK)
+            return out
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items: list[Val] = []
             for e in node.elts:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.context import Event, LoopCtx
 from ddpadvisor.scan.source import Module, SourceSet
 from ddpadvisor.scan.values import UNKNOWN, Obj, Val
 
@@ -160,6 +160,7 @@ class WalkResult:
     classes: list[ClassInfo]
     functions: list[FuncRef]
     rank_slices: list[str]
+    loops: list[LoopCtx] = field(default_factory=list)  # every loop met, in walk order
 
 
 def _always_exits(body: list[ast.stmt], test: ast.expr) -> bool:
@@ -256,6 +257,11 @@ def union(vals: list[Val]) -> Val:
     if not real:
         return vals[-1] if vals else UNKNOWN
     first = real[0]
+    # A constant on one path and an unknown value on another (``if not dist.is_available():
+    # return False`` then ``return dist.is_initialized()``) is not that constant.
+    some_unknown = len(real) < len(vals) and all(v.known for v in real)
+    if some_unknown:
+        return Val(taint=frozenset().union(*(v.taint for v in vals)), ops=first.ops)
     if len(real) == 1:
         return first
     lengths = {len(v.items) for v in real if v.items is not None}

@@ -9,6 +9,7 @@ from dataclasses import replace
 from ddpadvisor.scan import apis, library
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import CondCtx, Ctx, Event, FuncCtx, LoopCtx, WithCtx
+from ddpadvisor.scan.interp import branches
 from ddpadvisor.scan.interp.core import WalkerCore
 from ddpadvisor.scan.interp.frames import (
     _AUG_OPS,
@@ -42,6 +43,9 @@ class Statements(WalkerCore):
                 self.walk_stmt(stmt, frame, cur)
                 if _is_config_exec(stmt):
                     self._config_overrides(frame)
+                if self.dead_after:
+                    self.dead_after = False
+                    return
             except RecursionError:
                 # An expression nested deeper than Python's stack (``1 + 1 + … + 1`` a
                 # thousand times): that statement is skipped, the rest is still read.
@@ -64,6 +68,7 @@ class Statements(WalkerCore):
                         self.expand(stmt.test, frame),
                         False,
                         self._test_taint(stmt.test, frame) | test_val.taint,
+                        job=self.job_truth(stmt.test, frame),
                     )
                 )
 
@@ -95,7 +100,10 @@ class Statements(WalkerCore):
         elif isinstance(stmt, ast.While):
             self._loop_carried(stmt, frame)
             self.eval(stmt.test, frame, ctx)
-            loop = LoopCtx(stmt, label, stmt.lineno, UNKNOWN, is_while=True)
+            loop = LoopCtx(
+                stmt, label, stmt.lineno, UNKNOWN, is_while=True, outer=ctx, seq=self.seq
+            )
+            self.loops.append(loop)
             self.walk_block(stmt.body, frame, (*ctx, loop))
             self.walk_block(stmt.orelse, frame, ctx)
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
@@ -164,7 +172,21 @@ class Statements(WalkerCore):
         label = frame.scope.module.label
         taint = self._test_taint(stmt.test, frame) | test_val.taint
         expanded = self.expand(stmt.test, frame)
-        body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const)
+        job = self.job_truth(stmt.test, frame)
+        if job in (branches.ALL, branches.NONE):
+            # The test decides which side runs in the multi-rank job (``if world_size > 1:``,
+            # ``if not args.distributed:``): the other side is the single-process path, dead
+            # code for the job being diagnosed, and only this side's bindings hold after it.
+            # A command-line default does not decide it (``--distributed`` defaults to off;
+            # the job being diagnosed turned it on). The side read still carries its CondCtx.
+            runs_body = job == branches.ALL
+            taken = CondCtx(stmt, label, stmt.lineno, expanded, runs_body, taint, None, job)
+            side = stmt.body if runs_body else stmt.orelse
+            self.walk_block(side, frame, (*ctx, taken))
+            if _ends_branch(side):
+                self.dead_after = True  # the rest of the block never runs in the job
+            return
+        body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const, job)
         before, before_exprs = dict(frame.locals), dict(frame.exprs)
         first = len(self.events)
         self.walk_block(stmt.body, frame, (*ctx, body))
@@ -176,7 +198,7 @@ class Statements(WalkerCore):
         if stmt.orelse:
             # The else branch starts from what held before the if, not from the body's end.
             _restore(frame, before, before_exprs)
-            orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const)
+            orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const, job)
             mid = len(self.events)
             self.walk_block(stmt.orelse, frame, (*ctx, orelse))
             after_else, else_ends = dict(frame.locals), _ends_branch(stmt.orelse)
@@ -188,11 +210,21 @@ class Statements(WalkerCore):
             elif else_ends and not body_ends:
                 _restore(frame, after_body, body_exprs)
             return  # (after an else branch that holds, the frame is already its end)
-        rank_switch = bool(taint & {V.RANK, V.WORLD})
+        rank_switch = bool(taint & {V.RANK, V.WORLD}) or job == branches.SOME
         # The job being diagnosed runs distributed: a switch between a distributed set-up
         # (init_process_group, a DDP/FSDP wrap) and a single-process one is read on its
-        # distributed side, with no second reading.
+        # distributed side, with no second reading; and the same test met again later
+        # (``if args.distributed: sampler.set_epoch(epoch)``) means the same.
         dist_side = body_dist if body_dist != else_dist else None
+        if (
+            dist_side is not None
+            and job is None
+            and not taint & {V.RANK}
+            and not any(isinstance(n, ast.Call) for n in ast.walk(stmt.test))
+        ):
+            # (not a check of state such as ``if not dist.is_initialized():``, which holds
+            # before the set-up and not after it)
+            self.dist_tests.setdefault(ast.dump(expanded), dist_side)
         for name in dict.fromkeys([*after_body, *after_else]):
             yes, no = after_body.get(name), after_else.get(name)
             if yes is None or no is None or yes is no:
@@ -204,6 +236,10 @@ class Statements(WalkerCore):
                 continue
             if dist_side is None:
                 val = self._join(stmt, label, name, yes, no, bool(stmt.orelse), rank_switch)
+                if job == branches.SOME and _is_data(yes) and _is_data(no):
+                    # bound one way on some ranks and another way on the others: the value
+                    # depends on the rank (``ckpt = last if is_main_process() else None``)
+                    val = val.with_taint(V.RANK)
             elif not stmt.orelse:
                 val = yes
             else:
@@ -263,6 +299,15 @@ class Statements(WalkerCore):
             return no
         return primary
 
+    def job_truth(self, test: ast.expr, frame: Frame) -> str | None:
+        """What ``test`` means in the multi-rank job (see :mod:`interp.branches`)."""
+        return branches.Classifier(
+            lambda node: self.eval_pure(node, frame),
+            self.dist_tests,
+            lambda node: self.expand(node, frame),
+            lambda: _sets_up_distributed(self.events),
+        ).truth(test)
+
     def _test_taint(self, test: ast.expr, frame: Frame) -> frozenset[str]:
         """Rank-dependence of an if-test, including helpers named like ``is_main_process()``."""
         out: set[str] = set()
@@ -306,7 +351,8 @@ class Statements(WalkerCore):
         count: Val | None = None
         index_var: str | None = None
         over_loader = False
-        elem = self.element_of(it, stmt.iter)
+        it, own = self._iter_protocol(it, stmt, frame, ctx)
+        elem = own if own is not None else self.element_of(it, stmt.iter)
         target = stmt.target
         if it.kind == V.RANGE and it.items:
             count = it.items[0]
@@ -347,14 +393,50 @@ class Statements(WalkerCore):
         ):
             count_node = self.expand(call.args[-1], frame)
         loop = LoopCtx(
-            stmt, label, stmt.lineno, it, count, index_var, over_loader, count_node=count_node
+            stmt,
+            label,
+            stmt.lineno,
+            it,
+            count,
+            index_var,
+            over_loader,
+            count_node=count_node,
+            loaders=frozenset(_iterated_loaders(it, elem)),
+            starts=frozenset(_started_loaders(it)),
+            outer=ctx,
+            seq=self.seq,
         )
+        self.loops.append(loop)
         self.walk_block(stmt.body, frame, (*ctx, loop))
         self.walk_block(stmt.orelse, frame, ctx)
 
+    def _iter_protocol(
+        self, it: Val, stmt: ast.For | ast.AsyncFor, frame: Frame, ctx: Ctx
+    ) -> tuple[Val, Val | None]:
+        """``for b in wrapper`` over an object of a local class: what its ``__iter__`` gives
+        (a generator method, or ``self`` with a ``__next__``). Returns the iterable and, when
+        ``__next__`` makes the items, the item."""
+        obj = self.obj(it) if it.ref is not None else None
+        info = obj.extra.get("class") if obj is not None else None
+        if not isinstance(info, ClassInfo) or it.kind in (V.LOADER, V.DATASET):
+            return it, None
+        found = info.find_method("__iter__")
+        if found is None:
+            return it, None
+        owner, fn = found
+        got = self.inline(FuncRef(fn, owner.scope, None, owner=owner), [], {}, it, None, frame, ctx)
+        if got.kind == "generator" or got.kind == V.LOADER:
+            return got, None
+        nxt = info.find_method("__next__")
+        if got.ref == it.ref and nxt is not None:
+            ref = FuncRef(nxt[1], nxt[0].scope, None, owner=nxt[0])
+            return it, self.inline(ref, [], {}, it, None, frame, ctx)
+        return it, None
+
     def element_of(self, it: Val, node: ast.AST | None) -> Val:
         if it.kind == V.LOADER:
-            return Val(kind="batch", ref=it.ref, taint=it.taint | {V.DATA})
+            mark = {f"{BATCH_OF}{it.ref}"} if it.ref is not None else set()
+            return Val(kind="batch", ref=it.ref, taint=it.taint | {V.DATA} | mark)
         if it.kind == V.RANGE:
             return Val(taint=it.taint)
         if it.kind == V.PARAMS:
@@ -744,8 +826,61 @@ class Statements(WalkerCore):
             frame.locals[a.kwarg.arg] = Val(mapping=rest)
 
 
+BATCH_OF = "batchof:"  # taint: derived from a batch of the DataLoader with this ref
+
+
+def batch_refs(val: Val, depth: int = 0) -> set[int]:
+    """The DataLoaders whose batches ``val`` (or a part of it) derives from."""
+    out = {
+        int(t[len(BATCH_OF) :])
+        for t in val.taint
+        if t.startswith(BATCH_OF) and t[len(BATCH_OF) :].isdigit()
+    }
+    if val.items and depth < 4:
+        for item in val.items:
+            out |= batch_refs(item, depth + 1)
+    return out
+
+
+def _iterated_loaders(it: Val, elem: Val) -> set[int]:
+    """The DataLoaders whose batches a loop over ``it`` walks: its items carry their batches
+    and ``it`` is not itself cut from a batch (``for mb in batch.chunk(k)`` walks pieces of
+    one batch, not the loader)."""
+    if it.kind in ("zip", "enumerate") and it.items:
+        parts = it.items if it.kind == "zip" else it.items[:1]
+        out: set[int] = set()
+        for part in parts:
+            if part.kind == V.LOADER and part.ref is not None:
+                out.add(part.ref)
+            elif not any(t.startswith(BATCH_OF) for t in part.taint):
+                sub = part.items[0] if part.kind in ("generator", "sized") and part.items else None
+                if sub is not None:
+                    out |= batch_refs(sub)
+        return out
+    if it.kind == V.LOADER and it.ref is not None:
+        return {it.ref}
+    if any(t.startswith(BATCH_OF) for t in it.taint):
+        return set()
+    return batch_refs(elem)
+
+
+def _started_loaders(it: Val) -> set[int]:
+    """The DataLoaders a loop over ``it`` starts iterating itself."""
+    if it.kind == V.LOADER and it.ref is not None:
+        return {it.ref}
+    if it.kind in ("zip", "enumerate") and it.items:
+        parts = it.items if it.kind == "zip" else it.items[:1]
+        return {p.ref for p in parts if p.kind == V.LOADER and p.ref is not None}
+    return set()
+
+
 _CODE_KINDS = (V.FUNCTION, V.LAMBDA, "class", "method")
 _DIST_KINDS = (V.DDP, V.FSDP)
+
+
+def _is_data(val: Val) -> bool:
+    """A plain value (a constant, a path, a number), not an object or code."""
+    return val.ref is None and val.kind in (None, "symbol") and not isinstance(val.const, FuncRef)
 
 
 def _sets_up_distributed(events: list[Event]) -> bool:

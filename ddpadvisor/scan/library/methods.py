@@ -28,6 +28,18 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
     a0 = args[0] if args else None
     obj = w.obj(recv)
 
+    if (
+        kind is None
+        and recv.ref is None
+        and method in ("append", "extend", "insert", "add")
+        and args
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+    ):
+        # ``values.append(loss_dict[k])``: the list now holds what was put in it.
+        grown = Val(taint=recv.taint | merge(*args).taint, ops=recv.ops)
+        w.rebind(node.func.value, grown, frame)
+        return UNKNOWN
     if kind in (V.DDP, V.FSDP, V.MODEL, V.DDP_MODULE):
         if method == "module" and kind in (V.DDP, V.FSDP):
             # ``model.module(x)``: a call of the wrapped module itself, around the wrapper.

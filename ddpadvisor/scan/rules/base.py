@@ -62,7 +62,10 @@ def num(val: Val | None) -> float | None:
 
 
 def is_rank_cond(c: object) -> bool:
-    return isinstance(c, CondCtx) and V.RANK in c.taint
+    """A branch that runs on some ranks only. A test on a rank value that holds on every
+    rank of the job (``local_rank != -1``, torch.distributed.launch's "under DDP") or on
+    none (see interp.branches) is not one."""
+    return isinstance(c, CondCtx) and V.RANK in c.taint and c.job not in ("all", "none")
 
 
 def lines_at(taint: frozenset[str], prefix: str) -> list[str]:
@@ -188,14 +191,15 @@ class RuleContext:
         return Val(const=None, taint=frozenset({"default"})), args.where
 
     def training_loader(self) -> Obj | None:
+        """The DataLoader the training loop reads (Analysis.training_loaders: the loop
+        around the main backward that takes its batches, however wrapped); failing that,
+        the only DataLoader that is not an evaluation one."""
         b = self.a.main_backward
         if b is not None:
-            for loop in reversed(b.loops()):
-                it = loop.iter
-                if it.kind == "enumerate" and it.items:
-                    it = it.items[0]
-                if it.kind == V.LOADER and it.ref is not None:
-                    return self.walk.objects.get(it.ref)
+            for ref in self.a.training_loaders:
+                obj = self.walk.objects.get(ref)
+                if obj is not None and obj.kind == V.LOADER:
+                    return obj
             for e in self.a.events:
                 if (
                     e.result is not None
@@ -428,9 +432,14 @@ KNOWN_HEADS = {
 def cli_switched(e: Event) -> bool:
     """Under an ``if`` that a command-line value decides (``if args.sync_bn:``): whether it
     ran depends on the run's flags, which the scan does not know."""
-    # A flag whose default is not read (the parser went through an opaque helper) too.
+    # A flag whose default is not read (the parser went through an opaque helper) too. A
+    # flag that says the job runs distributed (``if args.distributed:``) is set in the job
+    # being diagnosed (interp.branches): it does not switch.
     return any(
-        isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint) for c in e.ctx
+        isinstance(c, CondCtx)
+        and c.job not in ("all", "none")
+        and (V.ARGDEFAULT in c.taint or "cli" in c.taint)
+        for c in e.ctx
     )
 
 

@@ -7,7 +7,7 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
-from ddpadvisor.scan.context import Event, LoopCtx
+from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.library import hf_trainer, lightning
 from ddpadvisor.scan.rules.base import (
     RuleContext,
@@ -391,18 +391,36 @@ def set_epoch(rc: RuleContext) -> None:
     if shuffle is not None and shuffle.known and shuffle.const is False:
         rc.warn(f"{sampler.where}: DistributedSampler(shuffle=False): set_epoch has no effect")
         return
-    calls = [e for e in rc.a.calls("set_epoch")]
+    # A call on another sampler the scan knows (the validation one) does not count; one on
+    # a receiver it cannot trace (``loader.sampler``, a helper's argument) may be this one.
+    others = {
+        o.ref
+        for o in rc.a.objs(V.DSAMPLER, V.SAMPLER)
+        if o.ref != sampler.ref and o.ref not in _training_samplers(rc)
+    }
+    calls = [
+        e
+        for e in rc.a.calls("set_epoch")
+        if not (e.recv is not None and e.recv.ref is not None and e.recv.ref in others)
+    ]
     in_loop = [e for e in calls if e.loops()]
     if in_loop:
         rc.emit(fact, True, in_loop[0].where, f"set_epoch called every epoch ({in_loop[0].where})")
         return
     b = rc.a.main_backward
-    epoch_loop = _epoch_loop(rc)
-    if epoch_loop is None:
-        if b is not None and len(b.loops()) <= 1:
-            rc.warn(f"{sampler.where}: the data is read for one epoch only; set_epoch not needed")
+    if b is None:
         return
-    hidden = rc._opaque_touches({sampler.ref, loader.ref if loader else None}, epoch_loop)
+    if loader is None or loader.ref not in rc.a.training_loaders:
+        _loop_not_read(rc, sampler, loader, b)
+        return
+    epoch_loop, found = rc.a.epoch_loop(loader.ref)
+    if not found:
+        _loop_not_read(rc, sampler, loader, b)
+        return
+    if epoch_loop is None:
+        rc.warn(f"{sampler.where}: the data is read for one epoch only; set_epoch not needed")
+        return
+    hidden = rc._opaque_touches({sampler.ref, loader.ref}, epoch_loop)
     if hidden:
         rc.warn(
             f"{hidden[0].where}: the sampler is handed to {hidden[0].name}(); set_epoch not decided"
@@ -425,17 +443,42 @@ def set_epoch(rc: RuleContext) -> None:
     )
 
 
-def _epoch_loop(rc: RuleContext) -> LoopCtx | None:
-    """A loop that encloses the loop over the training DataLoader."""
-    b = rc.a.main_backward
-    if b is None:
-        return None
-    loops = b.loops()
-    for i, loop in enumerate(loops):
-        it = loop.iter.items[0] if loop.iter.kind == "enumerate" and loop.iter.items else loop.iter
-        if it.kind == V.LOADER or loop.over_loader:
-            return loops[i - 1] if i > 0 else None
-    return None
+def _training_samplers(rc: RuleContext) -> set[int]:
+    """The samplers of the DataLoaders the training loop reads."""
+    out: set[int] = set()
+    for ref in rc.a.training_loaders:
+        loader = rc.walk.objects.get(ref)
+        if loader is None:
+            continue
+        for key in ("sampler", "batch_sampler"):
+            s = rc.obj(loader.kwargs.get(key))
+            if s is not None:
+                out.add(s.ref)
+    return out
+
+
+def _loop_not_read(rc: RuleContext, sampler: Obj, loader: Obj | None, b: Event) -> None:
+    """The training loop's batches do not visibly come from the sampler's DataLoader: say
+    why set_epoch is not decided (the loader handed to code the scan does not read, or a
+    loop whose batches come from elsewhere), never guess."""
+    refs: set[int | None] = {sampler.ref}
+    refs.update(
+        o.ref
+        for o in rc.a.objs(V.LOADER)
+        if any(rc.obj(o.kwargs.get(k)) is sampler for k in ("sampler", "batch_sampler"))
+    )
+    hidden = rc._opaque_touches(refs, None)
+    if hidden:
+        rc.warn(
+            f"{hidden[0].where}: the DataLoader is handed to {hidden[0].name}(), which the scan "
+            "does not read; which loop reads its batches, and so set_epoch, not decided"
+        )
+    elif b.loops():
+        loop = b.loops()[-1]
+        rc.warn(
+            f"{loop.where}: the training loop's batches are not traced to the DataLoader with "
+            f"the DistributedSampler ({sampler.where}); set_epoch not decided"
+        )
 
 
 def augmentation(rc: RuleContext) -> None:

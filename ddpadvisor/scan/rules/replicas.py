@@ -134,6 +134,20 @@ def rank_conditional(rc: RuleContext) -> None:
     a = rc.a
     fact = "rank_conditional_state_change"
     if rc.hf:
+        for e in a.calls("train"):
+            if e.recv is None or e.recv.kind != V.TRAINER:
+                continue
+            ckpt = e.kw("resume_from_checkpoint", 0)
+            if ckpt is not None and V.RANK in ckpt.taint:
+                rc.emit(
+                    fact,
+                    True,
+                    e.where,
+                    f"resume_from_checkpoint differs between ranks ({e.where}): some ranks "
+                    "resume the checkpoint's weights and optimizer state, the others start "
+                    "fresh",
+                )
+                return
         rc.emit(fact, False, "", "HF Trainer loads checkpoints on every rank")
         return
     if not a.ddps:
