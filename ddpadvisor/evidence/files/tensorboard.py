@@ -160,6 +160,8 @@ class Malformed(Exception):
 
 
 def _varint(buf: memoryview, i: int) -> tuple[int, int]:
+    if i < len(buf) and buf[i] < 0x80:  # most keys and lengths are one byte
+        return buf[i], i + 1
     out = 0
     for shift in range(0, 70, 7):
         if i >= len(buf):

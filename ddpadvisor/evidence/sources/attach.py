@@ -1,6 +1,7 @@
-"""``--attach FILE`` (repeatable): a file the user already has — a training log, a config, the
-launch command, an environment dump — read for facts. The kind is detected from the content;
-``--attach KIND:FILE`` names it (kinds: :data:`ddpadvisor.evidence.files.detect.KINDS`).
+"""``--attach FILE`` (repeatable): a file the user already has — a training log, a TensorBoard
+event file or log folder, a config, the launch command, an environment dump — read for facts.
+The kind is detected from the content; ``--attach KIND:FILE`` names it (kinds:
+:data:`ddpadvisor.evidence.files.detect.KINDS`).
 
 Its observations carry the source ``log``: the run's own record ranks above what was answered
 or scanned and below what ddpadvisor measured itself (a probe or a trace).
@@ -86,9 +87,10 @@ SOURCE = Source(
         Flag(
             "--attach",
             "[KIND:]FILE",
-            "a file you have: training log, trainer_state.json, metrics CSV, DeepSpeed / "
-            "accelerate / TrainingArguments config, launch command, pip list, nvidia-smi, "
-            "collect_env; kind detected from the content; repeatable",
+            "a file you have: training log, trainer_state.json, metrics CSV, TensorBoard "
+            "event file or log folder, DeepSpeed / accelerate / TrainingArguments config, "
+            "launch command, pip list, nvidia-smi, collect_env; kind detected from the "
+            "content; repeatable",
             path=False,
         ),
     ),
