@@ -461,3 +461,18 @@ def test_reference_a_run_that_ends_worse(engine: Any, tmp_path: Path) -> None:
     assert got["loss_pattern"].value == "worse_than_reference"
     # the same run without a reference names no pattern: it falls steadily
     assert "loss_pattern" not in facts(engine, tmp_path / "run.csv")
+
+
+def test_eval_loss_of_a_metrics_csv(engine: Any, tmp_path: Path) -> None:
+    """Lightning writes val_loss on its own rows (one per validation); a rise from the first
+    validation to the last says the eval loss no longer falls."""
+    rows = ["epoch,step,train_loss,val_loss"]
+    for step in range(1, 121):
+        rows.append(f"{step // 40},{step},{3 - step / 100:.4f},")
+        if step % 40 == 0:
+            rows.append(f"{step // 40},{step},,{2.0 + step / 400:.4f}")
+    path = tmp_path / "metrics.csv"
+    path.write_text("\n".join(rows) + "\n")
+    got = facts(engine, path)
+    assert got["eval_loss_falls"].value is False
+    assert "over 3 evaluations" in got["eval_loss_falls"].detail

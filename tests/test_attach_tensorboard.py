@@ -32,7 +32,6 @@ from ddpadvisor.observation import Observation
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 TB = HERE / "attach_fixtures" / "tensorboard"
-MADE = HERE / "attach_fixtures" / "made"
 WRITER = b"tensorboard.summary.writer.event_file_writer"
 
 
@@ -197,11 +196,13 @@ def test_crc32c_check_value() -> None:
 
 
 def test_hf_trainer_run_folder_reads_like_its_trainer_state(engine: Any) -> None:
-    """The Trainer's own TensorBoard log of make_hf.py's job settles what its
-    trainer_state.json settles: the same warmup, no pattern, finite grad norms."""
+    """The Trainer's own TensorBoard log settles what the same run's trainer_state.json
+    settles, fact for fact: the warmup, no pattern, finite grad norms, a falling eval loss."""
     got = facts(engine, TB / "hf_trainer")
-    state = facts(engine, MADE / "correct.trainer_state.json")
-    assert got["warmup_steps"].value == state["warmup_steps"].value == 22
+    state = facts(engine, TB / "hf_trainer.trainer_state.json")
+    assert {k: v.value for k, v in got.items()} == {k: v.value for k, v in state.items()}
+    assert {k: v.detail for k, v in got.items()} == {k: v.detail for k, v in state.items()}
+    assert got["warmup_steps"].value == 22
     assert got["grad_norm_nonfinite_logged"].value is False
     assert "loss_pattern" not in got
     assert got["eval_loss_falls"].value is True and got["eval_loss_falls"].source == "log"
@@ -330,6 +331,14 @@ def test_files_written_at_once_are_separate_runs(tmp_path: Path) -> None:
     got = tb.read(run)
     assert len(got.curves) == 2 and all(c.rank is None for c in got.curves)
     assert any("written at the same time" in n for n in got.notes)
+
+
+def test_several_runs_in_one_folder_name_the_one_read(tmp_path: Path, engine: Any) -> None:
+    logs = tmp_path / "lightning_logs"
+    event_file(logs / "version_0" / "events.out.tfevents.1.h", {"train_loss": falling(30)})
+    event_file(logs / "version_1" / "events.out.tfevents.2.h", {"train_loss": falling(90)})
+    note = [w for w in warnings(engine, logs) if "2 runs with a loss" in w]
+    assert len(note) == 1 and "lightning_logs/version_1" in note[0]
 
 
 def test_rank_folders_are_ranks(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ curves are computed, not trained, so that each shows one pattern for certain:
 - ``new_style``: ``add_scalar(..., new_style=True)`` (a float tensor, not ``simple_value``),
   and a GradScaler-like ``loss_scale`` halved at overflows that keep coming;
 - ``hf_trainer``: the real HF Trainer (``report_to=["tensorboard"]``) on make_hf.py's tiny
-  GPT-2 job, with an evaluation every 16 steps.
+  GPT-2 job, with an evaluation every 16 steps, and the same run's ``trainer_state.json``.
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ def hf_trainer(out: Path) -> None:
         eval_dataset=Counting(n=64),
     )
     trainer.train()
+    trainer.state.save_to_json(str(out / "hf_trainer.trainer_state.json"))
 
 
 def main() -> int:

@@ -147,7 +147,7 @@ def is_event_head(head: bytes) -> bool:
             if masked_crc(data) != crc:
                 return False
             return decode_event(data).version.startswith(FILE_VERSION)
-    except (Damaged, Malformed):
+    except (Damaged, Malformed, ValueError, OverflowError, struct.error):
         return False
     return False
 
@@ -233,6 +233,8 @@ DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BFLOAT16, DT_HALF = 1, 2, 3, 9, 14, 
 def _packed(number: int, wire: int, value: int | memoryview, width: int) -> list[int]:
     """A repeated fixed-width or varint field, packed (one length-delimited run) or not."""
     if isinstance(value, int):
+        if wire != {0: 0, 4: 5, 8: 1}[width]:
+            raise Malformed(f"field {number} has wire type {wire}")
         return [value]
     if width == 0:
         out, i = [], 0
@@ -385,7 +387,7 @@ def read_event_file(path: Path, label: str, budget: list[int]) -> EventFile:
                 continue
             try:
                 event = decode_event(data)
-            except Malformed as exc:
+            except (Malformed, ValueError, OverflowError, struct.error) as exc:
                 if k == 0:
                     raise Damaged(f"the record at byte {offset} is not an Event ({exc})") from None
                 malformed += 1
@@ -751,4 +753,11 @@ def read(path: Path) -> Read:
         for c in out.curves:
             named = ", ".join(f"{k} <- {v}" for k, v in c.tags.items())
             out.notes.append(f"{c.file}: TensorBoard scalars read: {named}")
+        unranked = [c for c in out.curves if c.rank is None and c.loss]
+        if len(unranked) > 1:  # the run facts.main_curve reads: the longest
+            main = max(unranked, key=lambda c: len(c.loss))
+            out.notes.append(
+                f"{path}: {len(unranked)} runs with a loss; the loss pattern and the "
+                f"schedule are read from the longest, {main.file}"
+            )
     return out
