@@ -195,14 +195,36 @@ def test_crc32c_check_value() -> None:
 # -- what the real files settle -------------------------------------------------------------------
 
 
-def test_hf_trainer_run_folder_reads_like_its_trainer_state(engine: Any) -> None:
-    """The Trainer's own TensorBoard log settles what the same run's trainer_state.json
-    settles, fact for fact: the warmup, no pattern, finite grad norms, a falling eval loss."""
+@pytest.mark.parametrize(
+    ("run", "text_log", "expect"),
+    [
+        (
+            "hf_trainer",
+            TB / "hf_trainer.trainer_state.json",
+            {"warmup_steps": 22, "eval_loss_falls": True, "grad_norm_nonfinite_logged": False},
+        ),
+        (
+            "lightning_spikes",
+            HERE / "attach_fixtures" / "made" / "lightning_spikes.metrics.csv",
+            {"loss_pattern": "spikes", "noise_only_early": False, "warmup_steps": 0},
+        ),
+    ],
+)
+def test_a_tensorboard_log_settles_what_the_same_runs_text_log_settles(
+    engine: Any, run: str, text_log: Path, expect: dict[str, Any]
+) -> None:
+    """The HF Trainer's TensorBoard log against the same run's trainer_state.json, and
+    Lightning's TensorBoardLogger against its CSVLogger on the same job: fact for fact, with
+    the same details."""
+    got = facts(engine, TB / run)
+    other = facts(engine, text_log)
+    assert {k: v.value for k, v in got.items()} == {k: v.value for k, v in other.items()}
+    assert {k: v.detail for k, v in got.items()} == {k: v.detail for k, v in other.items()}
+    assert {k: got[k].value for k in expect} == expect
+
+
+def test_hf_trainer_run_folder_cites_records(engine: Any) -> None:
     got = facts(engine, TB / "hf_trainer")
-    state = facts(engine, TB / "hf_trainer.trainer_state.json")
-    assert {k: v.value for k, v in got.items()} == {k: v.value for k, v in state.items()}
-    assert {k: v.detail for k, v in got.items()} == {k: v.detail for k, v in state.items()}
-    assert got["warmup_steps"].value == 22
     assert got["grad_norm_nonfinite_logged"].value is False
     assert "loss_pattern" not in got
     assert got["eval_loss_falls"].value is True and got["eval_loss_falls"].source == "log"
@@ -242,7 +264,7 @@ def test_real_runs(engine: Any, run: str, expect: dict[str, Any]) -> None:
 
 
 def test_no_confident_false_positive_on_a_correct_run(engine: Any) -> None:
-    for run in ("hf_trainer", "hf_falls"):
+    for run in ("hf_trainer", "hf_falls", "lightning_spikes"):
         got = gather(engine.kb, Sources(attach=[str(TB / run)]))
         lead = engine.diagnose(got.observations, warnings=got.warnings).causes[0]
         assert lead.id == "other" or lead.score < 0.30, (run, lead.id, lead.score)

@@ -17,7 +17,9 @@ curves are computed, not trained, so that each shows one pattern for certain:
 - ``new_style``: ``add_scalar(..., new_style=True)`` (a float tensor, not ``simple_value``),
   and a GradScaler-like ``loss_scale`` halved at overflows that keep coming;
 - ``hf_trainer``: the real HF Trainer (``report_to=["tensorboard"]``) on make_hf.py's tiny
-  GPT-2 job, with an evaluation every 16 steps, and the same run's ``trainer_state.json``.
+  GPT-2 job, with an evaluation every 16 steps, and the same run's ``trainer_state.json``;
+- ``lightning_spikes``: make_lightning.py's ``spikes`` job with Lightning's
+  ``TensorBoardLogger`` instead of its ``CSVLogger``.
 """
 
 from __future__ import annotations
@@ -126,9 +128,33 @@ def hf_trainer(out: Path) -> None:
     trainer.state.save_to_json(str(out / "hf_trainer.trainer_state.json"))
 
 
+def lightning_spikes(out: Path) -> None:
+    """make_lightning.py's ``spikes`` job, logged by Lightning's TensorBoardLogger."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import lightning as L
+    import torch
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from make_lightning import Regression, data
+    from torch.utils.data import DataLoader
+
+    torch.manual_seed(0)
+    loader = DataLoader(data(True), batch_size=8, shuffle=False)
+    trainer = L.Trainer(
+        logger=TensorBoardLogger(str(out), name="lightning_spikes", version=0),
+        log_every_n_steps=1,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+    )
+    trainer.fit(Regression(0.05), loader)
+
+
 def main() -> int:
     out = Path(sys.argv[1])
-    for make in (hf_falls, oscillates, nan, ranks, new_style, hf_trainer):
+    for make in (hf_falls, oscillates, nan, ranks, new_style, hf_trainer, lightning_spikes):
         make(out)
     return 0
 
