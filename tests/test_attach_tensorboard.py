@@ -361,6 +361,10 @@ def test_several_runs_in_one_folder_name_the_one_read(tmp_path: Path, engine: An
     event_file(logs / "version_1" / "events.out.tfevents.2.h", {"train_loss": falling(90)})
     note = [w for w in warnings(engine, logs) if "2 runs with a loss" in w]
     assert len(note) == 1 and "lightning_logs/version_1" in note[0]
+    from ddpadvisor.evidence.sources.attach import series
+
+    plotted = series(logs).series["loss"]
+    assert list(plotted) == [0] and len(plotted[0]) == 90  # the run read, not the other one
 
 
 def test_rank_folders_are_ranks(tmp_path: Path) -> None:

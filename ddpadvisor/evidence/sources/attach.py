@@ -64,8 +64,14 @@ def read(kb: KnowledgeBase, value: str | Path) -> Gathered:
 def series(path: Path) -> Series:
     """The attached log's loss, learning rate and grad norm per rank (no rank: 0), finite
     values only, for plots."""
+    from ddpadvisor.evidence.files import facts
+
     out = Series()
-    for curve in read_one(path).curves:
+    got = read_one(path)
+    main = facts.main_curve(got)
+    for curve in got.curves:
+        if curve.rank is None and main is not None and curve is not main:
+            continue  # another run of a log folder: the plot shows the run that was read
         rank = curve.rank or 0
         for name, points in (
             ("loss", curve.loss),
