@@ -223,6 +223,27 @@ def test_a_tensorboard_log_settles_what_the_same_runs_text_log_settles(
     assert {k: got[k].value for k in expect} == expect
 
 
+def test_add_scalars_folders_are_one_run(engine: Any) -> None:
+    """add_scalars("Loss", {"train", "valid"}) writes Loss_train/ and Loss_valid/ beside the
+    run's own file, all under the tag "Loss": read as one run, train and eval told apart."""
+    got = tb.read(TB / "add_scalars")
+    (curve,) = got.curves
+    assert curve.tags == {"lr": "lr", "loss": "Loss_train", "eval_loss": "Loss_valid"}
+    assert len(curve.loss) == 100 and len(curve.eval_loss) == 10
+    fell = facts(engine, TB / "add_scalars")["eval_loss_falls"]
+    assert fell.value is False and "lowest 2.294 at step 40" in fell.detail
+
+
+def test_an_eval_loss_that_fell_and_rose_again_is_left_open(tmp_path: Path, engine: Any) -> None:
+    evals = [
+        (s, v) for s, v in zip(range(20, 140, 20), (3.0, 2.2, 1.8, 1.7, 2.0, 2.3), strict=True)
+    ]
+    run = tmp_path / "run"
+    event_file(run / "events.out.tfevents.1.h", {"train/loss": falling(120), "eval/loss": evals})
+    assert "eval_loss_falls" not in facts(engine, run)
+    assert any("whether it still falls is left to you" in w for w in warnings(engine, run))
+
+
 def test_hf_trainer_run_folder_cites_records(engine: Any) -> None:
     got = facts(engine, TB / "hf_trainer")
     assert got["grad_norm_nonfinite_logged"].value is False

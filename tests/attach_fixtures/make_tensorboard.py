@@ -16,6 +16,7 @@ curves are computed, not trained, so that each shows one pattern for certain:
 - ``ranks/rank0``, ``ranks/rank1``: one writer per rank, a spike on rank 1 alone at step 70;
 - ``new_style``: ``add_scalar(..., new_style=True)`` (a float tensor, not ``simple_value``),
   and a GradScaler-like ``loss_scale`` halved at overflows that keep coming;
+- ``add_scalars``: ``add_scalars("Loss", {"train": ..., "valid": ...})``, one folder per key;
 - ``hf_trainer``: the real HF Trainer (``report_to=["tensorboard"]``) on make_hf.py's tiny
   GPT-2 job, with an evaluation every 16 steps, and the same run's ``trainer_state.json``;
 - ``lightning_spikes``: make_lightning.py's ``spikes`` job with Lightning's
@@ -94,6 +95,21 @@ def new_style(out: Path) -> None:
     w.close()
 
 
+def add_scalars(out: Path) -> None:
+    """The forum idiom ``add_scalars("Loss", {"train": ..., "valid": ...})``: SummaryWriter
+    writes each key to its own folder (``Loss_train``, ``Loss_valid``) under the tag ``Loss``."""
+    rnd = random.Random(4)
+    w = SummaryWriter(str(out / "add_scalars"))
+    for step in range(1, 101):
+        train = 2.0 * math.exp(-step / 60) + 0.5 + rnd.gauss(0, 0.01)
+        w.add_scalar("lr", 1e-3, step)
+        payload = {"train": train}
+        if step % 10 == 0:  # the validation loss falls until step 40, then rises
+            payload["valid"] = 2.0 * math.exp(-step / 60) + 0.6 + step / 60
+        w.add_scalars("Loss", payload, step)
+    w.close()
+
+
 def hf_trainer(out: Path) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
@@ -154,7 +170,16 @@ def lightning_spikes(out: Path) -> None:
 
 def main() -> int:
     out = Path(sys.argv[1])
-    for make in (hf_falls, oscillates, nan, ranks, new_style, hf_trainer, lightning_spikes):
+    for make in (
+        hf_falls,
+        oscillates,
+        nan,
+        ranks,
+        new_style,
+        add_scalars,
+        hf_trainer,
+        lightning_spikes,
+    ):
         make(out)
     return 0
 

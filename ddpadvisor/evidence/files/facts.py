@@ -71,9 +71,10 @@ EVAL_FALL = 0.02  # the last evaluation at least 2% below the first: it falls
 
 
 def eval_findings(curve: cv.Curve, read: Read) -> None:
-    """Whether the evaluation loss still falls: the last evaluation against the first (a
-    non-finite last value does not fall). Between a fall of ``EVAL_FALL`` and none at all
-    nothing is said."""
+    """Whether the evaluation loss still falls: yes when the last evaluation is ``EVAL_FALL``
+    below the first and within ``EVAL_FALL`` of the lowest; no when it is not below the first
+    (or not finite). A loss that fell and then rose again from its lowest, or fell by less
+    than ``EVAL_FALL``, is left to the user."""
     pts = curve.eval_loss
     if len(pts) < EVAL_MIN_POINTS:
         return
@@ -96,10 +97,12 @@ def eval_findings(curve: cv.Curve, read: Read) -> None:
         f"{last.value:.4g} ({curve.unit} {cv._num(last.step)}) over {len(pts)} evaluations, "
         f"{change * 100:+.1f}%; its lowest {best.value:.4g} at {curve.unit} {cv._num(best.step)}"
     )
-    if change <= -EVAL_FALL:
+    if change <= -EVAL_FALL and last.value <= best.value * (1 + EVAL_FALL):
         read.add("eval_loss_falls", True, span, text)
     elif change >= 0:
         read.add("eval_loss_falls", False, span, text)
+    elif change <= -EVAL_FALL:  # fell, then rose again from its lowest: neither answer fits
+        read.notes.append(f"{curve.file}: {text}; whether it still falls is left to you")
 
 
 def rank_findings(read: Read) -> None:

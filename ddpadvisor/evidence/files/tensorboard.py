@@ -651,27 +651,53 @@ def _scale_drops(curve: Curve) -> None:
         curve.overflow_from = "scale"
 
 
+def _scalars_split(f: EventFile) -> bool:
+    """A file ``SummaryWriter.add_scalars(main, {key: value})`` wrote: it sits in a folder
+    named ``<main>_<key>`` (a "/" in ``main`` written as "_") and holds the tag ``main``. Its
+    tags are renamed to the folder's name, so that ``Loss_train`` and ``Loss_val`` are told
+    apart. https://github.com/pytorch/pytorch/blob/main/torch/utils/tensorboard/writer.py"""
+    folder = f.path.parent.name
+    renamed = {}
+    for tag, values in f.tags.items():
+        prefix = tag.replace("/", "_") + "_"
+        if not (folder.startswith(prefix) and len(folder) > len(prefix)):
+            return False
+        renamed[folder] = values
+    if not renamed:
+        return False
+    f.tags = renamed
+    return True
+
+
 def runs_of(files: list[EventFile], root: Path | None) -> tuple[list[Run], list[str]]:
-    """Event files grouped into runs: one per folder, or one per file where several files of
-    one folder were written at the same time (one per process)."""
+    """Event files grouped into runs: one per folder (the ``add_scalars`` folders with the
+    folder above them), or one per file where several files of one folder were written at
+    the same time (one per process)."""
     groups: dict[Path, list[EventFile]] = {}
+    split: set[int] = set()
     for f in files:
-        if f.events:
-            groups.setdefault(f.path.parent, []).append(f)
+        if not f.events:
+            continue
+        folder = f.path.parent
+        if _scalars_split(f):
+            split.add(id(f))
+            if root is not None and folder != root:
+                folder = folder.parent
+        groups.setdefault(folder, []).append(f)
     out: list[Run] = []
     notes: list[str] = []
     for folder, members in groups.items():
         label = _label(folder, root)
         m = _RANK_DIR.search(folder.name)
         rank = int(m.group(1)) if m and root is not None and folder != root else None
-        if len(members) > 1 and any(
-            _overlap(a, b) for i, a in enumerate(members) for b in members[i + 1 :]
-        ):
+        own = [f for f in members if id(f) not in split]  # add_scalars files run alongside
+        if len(own) > 1 and any(_overlap(a, b) for i, a in enumerate(own) for b in own[i + 1 :]):
             notes.append(
-                f"{label}: {len(members)} event files written at the same time (one per "
+                f"{label}: {len(own)} event files written at the same time (one per "
                 "process?); each is read as its own run"
             )
-            out.extend(Run(f.label, None, [f]) for f in members)
+            out.extend(Run(f.label, None, [f]) for f in own)
+            out.extend(Run(f.label, None, [f]) for f in members if id(f) in split)
         else:
             out.append(Run(label, rank, members))
     return out, notes
