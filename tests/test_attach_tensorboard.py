@@ -490,6 +490,11 @@ def test_reads_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     got = tb.read(path)
     assert len(got.curves[0].loss) < 100
     assert any("only its first 4000 bytes are read" in w for w in got.warnings)
+    for i in range(2, 6):
+        event_file(tmp_path / f"events.out.tfevents.{i}.h", {"loss": falling(400)}, t0=i * 1e4)
+    got = tb.read(tmp_path)  # the bound holds for a folder: the first file spends it
+    spent = [w for w in got.warnings if "not read, the 4000 bytes" in w]
+    assert len(spent) == 1 and spent[0].startswith(f"{tmp_path}: 4 event file(s)")
     monkeypatch.setattr(text, "MAX_BYTES", 1 << 20)
     monkeypatch.setattr(tb, "MAX_RECORDS", 50)
     got = tb.read(path)

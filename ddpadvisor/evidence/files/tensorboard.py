@@ -56,6 +56,7 @@ MAX_DEPTH = 4  # folder levels below the attached one
 MAX_RECORDS = 2_000_000  # records read over all files of one argument
 MAX_DECODED = 1 << 20  # a larger record is an image, a graph or a histogram: skipped unread
 HEADER = 12  # u64 length + u32 masked CRC of it
+SPENT = "not read: the byte bound was spent on the files before it"
 FILE_VERSION = b"brain.Event:"
 
 # -- CRC32C (Castagnoli), slicing by 8 ------------------------------------------------------------
@@ -367,7 +368,7 @@ def read_event_file(path: Path, label: str, budget: list[int]) -> EventFile:
     raw, longer = read_bounded(path, max(0, budget[0]))
     budget[0] -= len(raw)
     if not raw:
-        out.problem = "empty (no record)" if not longer else "not read: the byte bound is spent"
+        out.problem = "empty (no record)" if not longer else SPENT
         return out
     bad_data = 0
     malformed = 0
@@ -756,9 +757,15 @@ def read(path: Path) -> Read:
             path,
         )
     empty = [f for f in files if f.problem and f.problem.startswith("empty")]
+    spent = [f for f in files if f.problem == SPENT]
     for f in files:
-        if f.problem and f not in empty:
+        if f.problem and f not in empty and f not in spent:
             out.warnings.append(f"{f.label}: {f.problem}")
+    if spent:
+        out.warnings.append(
+            f"{path}: {len(spent)} event file(s) not read, the {text.MAX_BYTES} bytes read "
+            f"from one argument spent on the files before them (first: {spent[0].label})"
+        )
     if empty:
         out.warnings.append(
             f"{path}: {len(empty)} of its event files are empty (first: {empty[0].label})"
