@@ -466,6 +466,10 @@ def test_a_folder_of_10k_empty_files_is_one_line(tmp_path: Path) -> None:
         (many / f"events.out.tfevents.{i}.h").touch()
     proc = _cli("--json", "--attach", str(many), timeout=60)
     _refused(proc, "none of its 64 event file(s)", "empty")
+    shutil.copy(_one(TB / "nan"), many / "events.out.tfevents.99999.real")
+    found, notes = tb.find_event_files(many)  # the one with events is among those read
+    assert len(found) == 64 and many / "events.out.tfevents.99999.real" in found
+    assert notes == ["10001 event files; 64 are read, empty ones last"]
     plain = tmp_path / "plain"
     plain.mkdir()
     for i in range(10_000):

@@ -454,10 +454,18 @@ def find_event_files(folder: Path) -> tuple[list[Path], list[str]]:
             except OSError:
                 continue
     found.sort(key=lambda p: (str(p.parent), _started(p), p.name))
-    if len(found) > MAX_FILES:
-        notes.append(f"{len(found)} event files; the first {MAX_FILES} are read")
-        found = found[:MAX_FILES]
+    if len(found) > MAX_FILES:  # the files that hold something first, in that order
+        kept = set(sorted(found, key=lambda p: _size(p) == 0)[:MAX_FILES])
+        notes.append(f"{len(found)} event files; {MAX_FILES} are read, empty ones last")
+        found = [p for p in found if p in kept]
     return found, notes
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _started(path: Path) -> int:
