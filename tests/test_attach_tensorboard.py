@@ -367,6 +367,28 @@ def test_a_restart_replaces_the_steps_it_repeats(tmp_path: Path) -> None:
     assert curve.file == "run" and curve.where(None) == "run"
 
 
+def test_a_step_counter_restarted_each_epoch_is_read_in_write_order(
+    tmp_path: Path, engine: Any
+) -> None:
+    """add_scalar("loss", v, batch_idx) in every epoch: the steps go back within one file.
+    The values are read in the order written (entries), not cut to the last epoch."""
+    path = tmp_path / "run" / "events.out.tfevents.1.h"
+    blob = record(event(1.0, version="brain.Event:2"))
+    k = 0
+    for _epoch in range(3):
+        for batch in range(40):
+            k += 1
+            loss = 3.0 * math.exp(-k / 40) + 1.0
+            blob += record(event(1.0 + k, batch, scalars=[("loss", loss), ("lr", 1e-3 * k)]))
+    path.parent.mkdir()
+    path.write_bytes(blob)
+    (curve,) = tb.read(path.parent).curves
+    assert curve.unit == "entry" and len(curve.loss) == 120
+    assert [p.step for p in curve.loss[:3]] == [1.0, 2.0, 3.0] and curve.loss[0].value > 3.9
+    assert "warmup_steps" not in facts(engine, path.parent)  # no step count from entries
+    assert any("goes back within one file" in w for w in warnings(engine, path.parent))
+
+
 def test_files_written_at_once_are_separate_runs(tmp_path: Path) -> None:
     run = tmp_path / "run"
     event_file(run / "events.out.tfevents.1000.host.11.0", {"loss": falling()}, t0=1000)

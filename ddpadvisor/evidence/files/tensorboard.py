@@ -599,6 +599,12 @@ def _merge(files: list[EventFile], tag: str) -> list[Scalar]:
     return out
 
 
+def _reset(files: list[EventFile], tag: str) -> bool:
+    """The tag's step goes back within one file: a counter restarted by hand (the batch index
+    of each epoch), not a restart of the job, which opens a new file."""
+    return any(b.step < a.step for f in files for a, b in itertools.pairwise(f.tags.get(tag, [])))
+
+
 def _overlap(a: EventFile, b: EventFile) -> bool:
     """Two files written at the same time (several processes into one folder)."""
     a0, a1, b0, b1 = a.first_time, a.last_time, b.first_time, b.last_time
@@ -618,13 +624,21 @@ def curve_of(run: Run) -> Curve:
         for tag, values in f.tags.items():
             counts.setdefault(tag, []).extend(values)
     chosen = pick(counts)
+    reset = "loss" in chosen and _reset(run.files, chosen["loss"])
     for name, tag in chosen.items():
-        points = [Point(s.step, s.value, s.record if one else None) for s in _merge(run.files, tag)]
+        if reset:  # every value in the order written, numbered as entries
+            written = [s for f in run.files for s in f.tags.get(tag, [])]
+            merged = [Scalar(float(i), s.value, s.record) for i, s in enumerate(written, 1)]
+        else:
+            merged = _merge(run.files, tag)
+        points = [Point(s.step, s.value, s.record if one else None) for s in merged]
         if name == "loss_scale":
             curve.loss_scale = points
         else:
             getattr(curve, name).extend(points)
-    if "loss" in chosen and "samples" in _norm(chosen["loss"]):
+    if reset:
+        curve.unit = "entry"
+    elif "loss" in chosen and "samples" in _norm(chosen["loss"]):
         curve.unit = "sample"  # DeepSpeed's monitor puts samples seen on the x axis
     curve.tags = dict(chosen)
     _epoch_steps(curve)
@@ -794,6 +808,12 @@ def read(path: Path) -> Read:
         for c in out.curves:
             named = ", ".join(f"{k} <- {v}" for k, v in c.tags.items())
             out.notes.append(f"{c.file}: TensorBoard scalars read: {named}")
+            if c.unit == "entry":
+                out.notes.append(
+                    f"{c.file}: the step of {c.tags['loss']} goes back within one file (a "
+                    "counter restarted each epoch?): its values are read in the order written, "
+                    "and no step count is read from them"
+                )
         unranked = [c for c in out.curves if c.rank is None and c.loss]
         if len(unranked) > 1:  # the run facts.main_curve reads: the longest
             main = max(unranked, key=lambda c: len(c.loss))
