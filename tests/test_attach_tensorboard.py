@@ -297,6 +297,10 @@ def test_a_folder_on_the_command_line() -> None:
     doc = json.loads(proc.stdout)
     pattern = next(f for f in doc["facts"] if f["fact"] == "loss_pattern")
     assert pattern["value"] == "nan" and pattern["source"] == "log"
+    proc = _cli("report", "--attach", f"tensorboard:{TB / 'oscillates'}")
+    assert proc.returncode == 0 and "oscillat" in proc.stdout, proc.stderr
+    # the kind named on a text file: read as an event file, and refused as one
+    _refused(_cli("--json", "--attach", f"tensorboard:{TB / 'README.md'}"), "at byte 0")
 
 
 # -- detection and kinds --------------------------------------------------------------------------
@@ -415,6 +419,10 @@ def test_rank_folders_are_ranks(tmp_path: Path) -> None:
         event_file(tmp_path / "logs" / f"rank_{r}" / "events.out.tfevents.5.h", {"loss": falling()})
     got = tb.read(tmp_path / "logs")
     assert sorted(c.rank for c in got.curves) == [0, 1, 2]
+    assert [n for n in got.notes if "scalars read" in n] == [
+        "logs/rank_0/events.out.tfevents.5.h: TensorBoard scalars read: loss <- loss "
+        "(the same in 2 more runs)"
+    ]
 
 
 # -- bad inputs -----------------------------------------------------------------------------------

@@ -805,9 +805,13 @@ def read(path: Path) -> Read:
             f"scalar among their tags ({', '.join(shown) or 'no scalars'}); nothing read"
         )
     else:
+        same: dict[str, list[Curve]] = {}
         for c in out.curves:
-            named = ", ".join(f"{k} <- {v}" for k, v in c.tags.items())
-            out.notes.append(f"{c.file}: TensorBoard scalars read: {named}")
+            same.setdefault(", ".join(f"{k} <- {v}" for k, v in c.tags.items()), []).append(c)
+        for named, group in same.items():
+            more = f" (the same in {len(group) - 1} more runs)" if len(group) > 1 else ""
+            out.notes.append(f"{group[0].file}: TensorBoard scalars read: {named}{more}")
+        for c in out.curves:
             if c.unit == "entry":
                 out.notes.append(
                     f"{c.file}: the step of {c.tags['loss']} goes back within one file (a "
