@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -300,6 +301,53 @@ def build(tmp: Path) -> list[Case]:
     )
     add("special", "TUI without a terminal", [], env={"TERM": "dumb"}, timeout=15)
     add("special", "TUI stdin/stdout pipes", [], env={"TERM": "xterm"}, timeout=15)
+
+    # 4b. TensorBoard event files attached: damage from the first byte, special files, a
+    # folder of many empty files (exit 2, one line); damage later keeps the events before it
+    events = next((ROOT / "tests/attach_fixtures/tensorboard/nan").glob("*tfevents*")).read_bytes()
+    tbdir = tmp / "tb"
+    tbdir.mkdir()
+
+    def event_bytes(name: str, blob: bytes) -> Path:
+        path = tbdir / f"events.out.tfevents.{name}"
+        path.write_bytes(blob)
+        return path
+
+    sys.path.insert(0, str(ROOT))
+    from ddpadvisor.evidence.files.tensorboard import masked_crc
+
+    huge = struct.pack("<Q", (1 << 63) - 1)
+    for name, blob in {
+        "truncated in its first record": events[:20],
+        "bad length CRC": events[:8] + bytes([events[8] ^ 0xFF]) + events[9:],
+        "bad data CRC in its first record": events[:14] + bytes([events[14] ^ 1]) + events[15:],
+        "huge length field, valid CRC": huge + struct.pack("<I", masked_crc(huge)) + events[12:],
+        "empty": b"",
+        "random bytes": os.urandom(4096),
+    }.items():
+        path = event_bytes(name.replace(" ", "_").replace(",", ""), blob)
+        add("tensorboard", f"--attach event file: {name}", ["--json", "--attach", str(path)])
+    cut = event_bytes("cut_mid_way", events[:-30])
+    add(
+        "tensorboard",
+        "--attach event file cut mid-way",
+        ["--json", "--attach", str(cut)],
+        lambda g: ok(g) or (None if "truncated record at byte" in g.out else "no warning"),
+    )
+    tb_fifo = tbdir / "events.out.tfevents.fifo"
+    os.mkfifo(tb_fifo)
+    add("tensorboard", "--attach event FIFO", ["--json", "--attach", str(tb_fifo)], timeout=15)
+    many = tmp / "tb_many"
+    many.mkdir()
+    for i in range(10_000):
+        (many / f"events.out.tfevents.{i}.host").touch()
+    add(
+        "tensorboard", "--attach folder of 10k empty event files", ["--json", "--attach", str(many)]
+    )
+    loop = tmp / "tb_loop"
+    loop.mkdir()
+    (loop / "self").symlink_to(loop)
+    add("tensorboard", "--attach folder with a symlink loop", ["--json", "--attach", str(loop)])
 
     # 5. OS and encoding errors
     long = "a" * 300

@@ -248,8 +248,10 @@ def _one_line_about(ws: list[str], path: Path, words: str) -> None:
 def test_bad_files_are_one_warning_each(engine: Any, tmp_path: Path) -> None:
     binary = tmp_path / "model.bin"
     binary.write_bytes(b"\x80\x04\x95" + bytes(range(256)) * 4)
+    # a TensorBoard event file cut short: the events before the cut are kept
+    (real,) = (HERE / "attach_fixtures" / "tensorboard" / "nan").glob("events.out.tfevents.*")
     events = tmp_path / "events.out.tfevents.1700000000.host"
-    events.write_bytes(b"\x18\x00\x00\x00\x00\x00\x00\x00\xa3\x7fK\x22\x00" * 8)
+    events.write_bytes(real.read_bytes()[:3000])
     empty = tmp_path / "empty.log"
     empty.write_text("")
     state = (MADE / "correct.trainer_state.json").read_text()
@@ -262,7 +264,7 @@ def test_bad_files_are_one_warning_each(engine: Any, tmp_path: Path) -> None:
     )
     ws = got.warnings
     _one_line_about(ws, binary, "binary file")
-    _one_line_about(ws, events, "TensorBoard event file")
+    _one_line_about(ws, events, "truncated record at byte")
     _one_line_about(ws, empty, "empty")
     _one_line_about(ws, cut, "malformed JSON")
     _one_line_about(ws, other, "no per-step loss")
@@ -460,3 +462,18 @@ def test_reference_a_run_that_ends_worse(engine: Any, tmp_path: Path) -> None:
     assert got["loss_pattern"].value == "worse_than_reference"
     # the same run without a reference names no pattern: it falls steadily
     assert "loss_pattern" not in facts(engine, tmp_path / "run.csv")
+
+
+def test_eval_loss_of_a_metrics_csv(engine: Any, tmp_path: Path) -> None:
+    """Lightning writes val_loss on its own rows (one per validation); a rise from the first
+    validation to the last says the eval loss no longer falls."""
+    rows = ["epoch,step,train_loss,val_loss"]
+    for step in range(1, 121):
+        rows.append(f"{step // 40},{step},{3 - step / 100:.4f},")
+        if step % 40 == 0:
+            rows.append(f"{step // 40},{step},,{2.0 + step / 400:.4f}")
+    path = tmp_path / "metrics.csv"
+    path.write_text("\n".join(rows) + "\n")
+    got = facts(engine, path)
+    assert got["eval_loss_falls"].value is False
+    assert "over 3 evaluations" in got["eval_loss_falls"].detail

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -200,6 +201,55 @@ def test_cli_refuses_a_fifo_as_input(
     fifo = _special("fifo", tmp_path)
     code, _, err = _cli(capsys, "--json", option, str(fifo))
     _refused(code, err, "regular file")
+
+
+_EVENTS = next((REPO / "tests" / "attach_fixtures" / "tensorboard" / "nan").glob("*tfevents*"))
+
+
+def _event_damage(kind: str, tmp_path: Path) -> Path:
+    """An attached TensorBoard event file (or folder) of which not one event can be read."""
+    good = _EVENTS.read_bytes()
+    path = tmp_path / "events.out.tfevents.1700000000.host"
+    if kind == "truncated":
+        path.write_bytes(good[:20])
+    elif kind == "bad crc":
+        path.write_bytes(good[:8] + bytes([good[8] ^ 0xFF]) + good[9:])
+    elif kind == "huge length":  # 2**63 - 1 bytes announced, with the length's checksum right
+        from ddpadvisor.evidence.files.tensorboard import masked_crc
+
+        head = struct.pack("<Q", (1 << 63) - 1)
+        path.write_bytes(head + struct.pack("<I", masked_crc(head)) + good[12:])
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:  # a folder of 10,000 empty event files
+        path = tmp_path / "runs"
+        path.mkdir()
+        for i in range(10_000):
+            (path / f"events.out.tfevents.{i}.host").touch()
+    return path
+
+
+@pytest.mark.parametrize("kind", ["truncated", "bad crc", "huge length", "fifo", "10k empty"])
+def test_an_unreadable_event_file_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str
+) -> None:
+    path = _event_damage(kind, tmp_path)
+    code, _, err = _cli(capsys, "--json", "--attach", str(path))
+    _refused(code, err, path.name)
+    if kind in ("bad crc", "huge length", "truncated"):
+        assert "at byte 0" in err
+
+
+def test_an_event_file_cut_mid_way_keeps_its_events(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cut = tmp_path / "events.out.tfevents.1700000000.host"
+    cut.write_bytes(_EVENTS.read_bytes()[:-30])
+    code, out, _ = _cli(capsys, "--json", "--attach", str(cut))
+    assert code == 0
+    doc = json.loads(out)
+    assert any("truncated record at byte" in w for w in doc["warnings"])
+    assert any(f["fact"] == "loss_pattern" and f["value"] == "nan" for f in doc["facts"])
 
 
 def test_ask_refuses_dev_zero_and_an_empty_description(

@@ -46,6 +46,8 @@ class Curve:
     lr: list[Point] = field(default_factory=list)
     grad_norm: list[Point] = field(default_factory=list)
     epoch: list[Point] = field(default_factory=list)  # epoch (fractional) at a step
+    eval_loss: list[Point] = field(default_factory=list)  # the evaluation's loss at a step
+    loss_scale: list[Point] = field(default_factory=list)  # a logged AMP / DeepSpeed loss scale
     # (line, step or None) of each loss-scale overflow message, and of "at minimum" ones
     overflows: list[tuple[int, float | None]] = field(default_factory=list)
     at_minimum: list[tuple[int, float | None]] = field(default_factory=list)
@@ -54,9 +56,14 @@ class Curve:
     # "step": the log numbers its optimizer steps; "entry": it does not (printed dicts, bare
     # "loss=X" lines), so points are counted log entries and no step count is read from them
     unit: str = "step"
+    # how a point's ``line`` is cited: "file:12", or " record " for a binary file's records
+    at: str = ":"
+    # what the overflows are: "message"s a log printed, or falls of a logged loss "scale"
+    overflow_from: str = "message"
+    tags: dict[str, str] = field(default_factory=dict)  # series -> the logged name it came from
 
     def where(self, line: int | None) -> str:
-        return f"{self.file}:{line}" if line else self.file
+        return f"{self.file}{self.at}{line}" if line else self.file
 
     def span(self, points: list[Point]) -> str:
         return f"{self.file} {self.unit}s {_num(points[0].step)}-{_num(points[-1].step)}"

@@ -1,13 +1,16 @@
 """Which reader a file's content calls for, and the reading of one attached file.
 
-Detection looks at the content, never the name: JSON (a ``log_history`` is the Trainer's
-state; DeepSpeed's keys; TrainingArguments' keys), JSON lines of metrics, YAML (accelerate's
-keys; TrainingArguments' keys), CSV with a step and a loss column, and text: a launch command,
-environment dumps and a training log may share one pasted file, so each is looked for.
-``KIND:FILE`` names the kind instead (see :data:`KINDS`).
+Detection looks at the content, never the name: TensorBoard's TFRecord framing with an
+``Event`` naming its ``file_version`` first (in an attached folder, event files are found by
+the ``tfevents`` in their names, as TensorBoard finds them), JSON (a ``log_history`` is the
+Trainer's state; DeepSpeed's keys; TrainingArguments' keys), JSON lines of metrics, YAML
+(accelerate's keys; TrainingArguments' keys), CSV with a step and a loss column, and text: a
+launch command, environment dumps and a training log may share one pasted file, so each is
+looked for. ``KIND:FILE`` names the kind instead (see :data:`KINDS`).
 
 Every problem with the content is one warning naming the file (and line), and the rest of
-the evidence is kept; a file that cannot be opened at all is an InputError (exit 2).
+the evidence is kept; a file that cannot be opened at all, and an event file (or log folder)
+of which not one event can be read, is an InputError (exit 2).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ KINDS: dict[str, str] = {
     "training-args": "TrainingArguments as JSON or YAML",
     "launch": "the torchrun / accelerate launch / deepspeed command line",
     "env": "an environment dump (collect_env, pip list, nvidia-smi, accelerate env, NCCL_*)",
+    "tensorboard": "a TensorBoard event file, or a log folder holding them (one run per folder)",
 }
 
 
@@ -43,17 +47,32 @@ def split_kind(value: str) -> tuple[str | None, Path]:
     return None, Path(value)
 
 
+def _tensorboard(path: Path) -> bool:
+    """A folder (a TensorBoard log directory is the one folder attached as a whole), or a file
+    whose first bytes are an event file's first record; a binary or empty file named like an
+    event file is read as one too, so that its damage is named."""
+    if path.is_dir():
+        return True
+    from ddpadvisor.evidence.files.tensorboard import is_event_head
+    from ddpadvisor.yamlio import read_bounded
+
+    head, _ = read_bounded(path, 4096)
+    if is_event_head(head):
+        return True
+    return "tfevents" in path.name and (not head or b"\x00" in head)
+
+
 def read_attached(path: Path, kind: str | None = None) -> Read:
+    if kind == "tensorboard" or (kind is None and _tensorboard(path)):
+        from ddpadvisor.evidence.files import tensorboard
+
+        return tensorboard.read(path)
     try:
         doc = read(path)
     except Binary as exc:
+        why = f"a binary file ({exc}), not a log, config or dump; not read"
         if "tfevents" in path.name:
-            why = (
-                "a TensorBoard event file: not read (no TensorBoard reader is installed); "
-                "export the scalars as CSV from TensorBoard and attach that"
-            )
-        else:
-            why = f"a binary file ({exc}), not a log, config or dump; not read"
+            why = f"a TensorBoard event file, not a {kind}; attach it without a KIND"
         return Read("binary", warnings=[f"{path}: {why}"])
     out = Read(kind or "unknown")
     if doc.truncated:

@@ -63,6 +63,46 @@ def curve_findings(curve: cv.Curve, read: Read) -> None:
     warm = cv.warmup(curve) if curve.unit == "step" else None
     if warm is not None:
         read.add("warmup_steps", int(warm.steps), warm.where, warm.detail)
+    eval_findings(curve, read)
+
+
+EVAL_MIN_POINTS = 3  # evaluations needed to say whether the eval loss still falls
+EVAL_FALL = 0.02  # the last evaluation at least 2% below the first: it falls
+
+
+def eval_findings(curve: cv.Curve, read: Read) -> None:
+    """Whether the evaluation loss still falls: yes when the last evaluation is ``EVAL_FALL``
+    below the first and within ``EVAL_FALL`` of the lowest; no when it is not below the first
+    (or not finite). A loss that fell and then rose again from its lowest, or fell by less
+    than ``EVAL_FALL``, is left to the user."""
+    pts = curve.eval_loss
+    if len(pts) < EVAL_MIN_POINTS:
+        return
+    first, last = pts[0], pts[-1]
+    span = curve.span(pts)
+    if not math.isfinite(last.value):
+        read.add(
+            "eval_loss_falls",
+            False,
+            curve.where(last.line),
+            f"the last logged eval loss is {last.value} ({curve.unit} {cv._num(last.step)})",
+        )
+        return
+    if not math.isfinite(first.value) or first.value <= 0:
+        return
+    best = min((p for p in pts if math.isfinite(p.value)), key=lambda p: p.value)
+    change = (last.value - first.value) / first.value
+    text = (
+        f"the eval loss goes from {first.value:.4g} ({curve.unit} {cv._num(first.step)}) to "
+        f"{last.value:.4g} ({curve.unit} {cv._num(last.step)}) over {len(pts)} evaluations, "
+        f"{change * 100:+.1f}%; its lowest {best.value:.4g} at {curve.unit} {cv._num(best.step)}"
+    )
+    if change <= -EVAL_FALL and last.value <= best.value * (1 + EVAL_FALL):
+        read.add("eval_loss_falls", True, span, text)
+    elif change >= 0:
+        read.add("eval_loss_falls", False, span, text)
+    elif change <= -EVAL_FALL:  # fell, then rose again from its lowest: neither answer fits
+        read.notes.append(f"{curve.file}: {text}; whether it still falls is left to you")
 
 
 def rank_findings(read: Read) -> None:
@@ -118,12 +158,18 @@ def overflow_findings(read: Read) -> None:
     c = max(curves, key=lambda c: len(c.overflows) + len(c.at_minimum))
     first = (c.overflows or c.at_minimum)[0]
     n = len(c.overflows)
+    if c.overflow_from == "scale":
+        what = (
+            f"the logged loss scale ({c.tags.get('loss_scale', 'loss scale')}) falls {n} time(s); "
+            "each fall follows at least one overflow (a skipped step)"
+        )
+    else:
+        what = f"{n} loss-scale overflow message(s) (skipped steps)"
     read.add(
         "loss_scale_overflow_logged",
         True,
         c.where(first[0]),
-        f"{n} loss-scale overflow message(s) (skipped steps)"
-        + (", and the loss scale reached its minimum" if c.at_minimum else ""),
+        what + (", and the loss scale reached its minimum" if c.at_minimum else ""),
     )
     if c.at_minimum:
         read.add(
@@ -149,7 +195,9 @@ def overflow_findings(read: Read) -> None:
                 f"{len(late)} overflow(s) after step {EARLY_OVERFLOW_STEPS}, {rate:.1f} per 1000 steps, the last at step {cv._num(late[-1])}",
             )
             return
-    if end >= EARLY_OVERFLOW_STEPS + 1000:
+    # falls of a logged scale are a lower bound (several overflows between two logged values
+    # show as one fall): they show overflows that keep coming, never that they stopped
+    if end >= EARLY_OVERFLOW_STEPS + 1000 and c.overflow_from == "message":
         read.add(
             "loss_scale_overflow_persists",
             False,

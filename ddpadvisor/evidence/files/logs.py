@@ -69,6 +69,8 @@ def trainer_state(doc: Text, data: dict[str, Any]) -> Curve:
             value = _float(entry.get(key))
             if value is not None and "eval_loss" not in entry:
                 series.append(Point(step, value, line))
+        if (ev := _float(entry.get("eval_loss"))) is not None:
+            curve.eval_loss.append(Point(step, ev, line))
         epoch = _float(entry.get("epoch"))
         if epoch is not None and "loss" in entry:
             curve.epoch.append(Point(step, epoch, line))
@@ -145,6 +147,9 @@ def metrics_csv(doc: Text) -> Curve:
         )
     gn_col = _column(names, "grad_norm", "train/grad_norm", contains="grad_norm")
     epoch_col = _column(names, "epoch", "train/epoch")
+    eval_col = _column(
+        names, "val_loss", "eval_loss", "eval/loss", "val/loss", "valid_loss", "validation_loss"
+    )
     try:
         for k, row in enumerate(reader):
             line = k + 2
@@ -155,6 +160,7 @@ def metrics_csv(doc: Text) -> Curve:
                 (loss_col, curve.loss),
                 (lr_col, curve.lr),
                 (gn_col, curve.grad_norm),
+                (eval_col, curve.eval_loss),
             ):
                 if col is not None:
                     value = _float(row.get(col))

@@ -1,6 +1,7 @@
-"""``--attach FILE`` (repeatable): a file the user already has — a training log, a config, the
-launch command, an environment dump — read for facts. The kind is detected from the content;
-``--attach KIND:FILE`` names it (kinds: :data:`ddpadvisor.evidence.files.detect.KINDS`).
+"""``--attach FILE`` (repeatable): a file the user already has — a training log, a TensorBoard
+event file or log folder, a config, the launch command, an environment dump — read for facts.
+The kind is detected from the content; ``--attach KIND:FILE`` names it (kinds:
+:data:`ddpadvisor.evidence.files.detect.KINDS`).
 
 Its observations carry the source ``log``: the run's own record ranks above what was answered
 or scanned and below what ddpadvisor measured itself (a probe or a trace).
@@ -63,8 +64,14 @@ def read(kb: KnowledgeBase, value: str | Path) -> Gathered:
 def series(path: Path) -> Series:
     """The attached log's loss, learning rate and grad norm per rank (no rank: 0), finite
     values only, for plots."""
+    from ddpadvisor.evidence.files import facts
+
     out = Series()
-    for curve in read_one(path).curves:
+    got = read_one(path)
+    main = facts.main_curve(got)
+    for curve in got.curves:
+        if curve.rank is None and main is not None and curve is not main:
+            continue  # another run of a log folder: the plot shows the run that was read
         rank = curve.rank or 0
         for name, points in (
             ("loss", curve.loss),
@@ -86,9 +93,10 @@ SOURCE = Source(
         Flag(
             "--attach",
             "[KIND:]FILE",
-            "a file you have: training log, trainer_state.json, metrics CSV, DeepSpeed / "
-            "accelerate / TrainingArguments config, launch command, pip list, nvidia-smi, "
-            "collect_env; kind detected from the content; repeatable",
+            "a file you have: training log, trainer_state.json, metrics CSV, TensorBoard "
+            "event file or log folder, DeepSpeed / accelerate / TrainingArguments config, "
+            "launch command, pip list, nvidia-smi, collect_env; kind detected from the "
+            "content; repeatable",
             path=False,
         ),
     ),
