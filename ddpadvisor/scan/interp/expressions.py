@@ -30,6 +30,7 @@ from ddpadvisor.scan.interp.frames import (
 from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Obj, Op, Val, merge
 
 _UNDEFINED = frozenset({V.UNBOUND})
+SUPER = "super"  # super() inside a method: (the defining class, the instance)
 
 
 class Expressions(WalkerCore):
@@ -311,13 +312,15 @@ class Expressions(WalkerCore):
         if kind == "module" and isinstance(base.const, ModuleScope):
             scope = base.const
             if name in scope.globals:
-                return scope.globals[name]
+                return self.resolved(scope.globals, name)
             sub = self.sources.resolve(f"{scope.module.name}.{name}")
             if sub is not None:
                 sub_scope = self._scope(sub)
                 self._walk_module(sub_scope)
                 return Val(kind="module", const=sub_scope)
             return Val(kind="symbol", canon=f"{scope.module.name}.{name}")
+        if kind == SUPER and isinstance(base.const, ClassInfo) and base.items:
+            return self._super_attr(base.const, base.items[0], name)
         if kind == "class" and isinstance(base.const, ClassInfo):
             info = base.const
             found = info.find_method(name)
@@ -415,6 +418,22 @@ class Expressions(WalkerCore):
             out = out.with_taint(V.MEAN_RED)
         return out
 
+    def _super_attr(self, owner: ClassInfo, self_val: Val, name: str) -> Val:
+        """``super().name`` in a method of ``owner``: the first class after ``owner`` in the
+        instance's MRO that defines it (a base class in another module of the project)."""
+        obj = self.obj(self_val)
+        cls = obj.extra.get("class") if obj is not None else None
+        mro = cls.mro() if isinstance(cls, ClassInfo) and owner in cls.mro() else owner.mro()
+        for info in mro[mro.index(owner) + 1 :]:
+            if name in info.methods:
+                ref = FuncRef(info.methods[name], info.scope, None, owner=info)
+                return Val(
+                    kind="method", const=ref, items=(self_val,), canon=f"local:{info.name}.{name}"
+                )
+            if name in info.attrs:
+                return info.attrs[name]
+        return UNKNOWN
+
     def _arg_default(self, parser_ns: Obj, name: str) -> Val:
         parser = self.objects.get(parser_ns.extra.get("parser", -1))
         taint: set[str] = set()
@@ -432,6 +451,15 @@ class Expressions(WalkerCore):
     # ------------------------------------------------------------------ calls
     def eval_call(self, node: ast.Call, frame: Frame, ctx: Ctx) -> Val:
         func = node.func
+        if (
+            isinstance(func, ast.Name)
+            and func.id == "super"
+            and frame.owner is not None
+            and frame.self_val is not None
+            and "super" not in frame.scope.globals
+        ):
+            # ``super()`` in a method the scan inlined: the next classes of the instance's MRO.
+            return Val(kind=SUPER, const=frame.owner, items=(frame.self_val,))
         recv: Val | None = None
         method: str | None = None
         if isinstance(func, ast.Attribute):
@@ -449,6 +477,7 @@ class Expressions(WalkerCore):
                     V.DATASET,
                     V.SAMPLER,
                     V.DDP_MODULE,
+                    SUPER,
                 )
                 else UNKNOWN
             )

@@ -1,0 +1,32 @@
+import os
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import Dataset
+
+
+class RandomBoxes(Dataset):
+    def __init__(self, n):
+        self.x = torch.randn(n, 4)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i], self.x[i]
+
+
+def init_distributed_mode(args):
+    args.rank = int(os.environ["RANK"])
+    args.gpu = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(args.gpu)
+    dist.init_process_group(backend="nccl")
+
+
+def is_main_process():
+    return dist.get_rank() == 0
+
+
+def clip(model, max_norm):
+    if max_norm > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
