@@ -54,8 +54,11 @@ def _consolidate(findings: list[Finding]) -> list[Finding]:
 
 # Conditional bindings read the other way, one walk each (see Statements._join): those that
 # bind another function, class or object first, then constants, in the order met. A walk
-# costs about as much as the first scan; the cap keeps a script with many switches fast.
+# costs about as much as the first scan; the cap keeps a script with many switches fast, and
+# so does a cap on the statements all of them walk together (a script that imports a large
+# package walks thousands of statements each time).
 MAX_SITES = 8
+SITE_STATEMENTS = 30_000
 
 
 def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
@@ -167,7 +170,11 @@ def _scan(sources: SourceSet, strict: bool) -> ScanResult:
     rules = run_rules(walk, strict=strict)
     findings = _consolidate(rules.findings)
     warnings = list(dict.fromkeys([*walk.warnings, *rules.warnings]))
-    findings, contested = _contested(findings, walker.sites, walker.opaque_sites, sources, strict)
+    walked = max(1, walker.walked_statements)
+    cap = max(2, min(MAX_SITES, SITE_STATEMENTS // walked))
+    findings, contested = _contested(
+        findings, walker.sites, walker.opaque_sites, sources, strict, cap
+    )
     warnings.extend(w for w in contested if w not in warnings)
     return ScanResult(findings, warnings, rules.a.framework)
 
@@ -178,6 +185,7 @@ def _contested(
     opaque: set[tuple[str, int, str]],
     sources: SourceSet,
     strict: bool,
+    cap: int = MAX_SITES,
 ) -> tuple[list[Finding], list[str]]:
     """Drop the facts that another reading of a conditional binding decides differently.
 
@@ -192,7 +200,7 @@ def _contested(
 
     final = {f.fact: f.value for f in findings}
     dropped: dict[str, str] = {}
-    for site in sites[:MAX_SITES]:
+    for site in sites[:cap]:
         walk = Walker(sources, flip=frozenset({site})).run()
         other = {f.fact: f.value for f in run_rules(walk, strict=strict).findings}
         label, line, name = site
@@ -211,10 +219,10 @@ def _contested(
                     "left undecided"
                 )
     notes = list(dropped.values())
-    if len(sites) > MAX_SITES:
-        label, line, name = sites[MAX_SITES]
+    if len(sites) > cap:
+        label, line, name = sites[cap]
         notes.append(
-            f"{label}:{line}: {len(sites) - MAX_SITES} more conditional bindings (from {name} "
+            f"{label}:{line}: {len(sites) - cap} more conditional bindings (from {name} "
             "on) were not read the other way; facts they decide may hold one way only"
         )
     kept = [f for f in findings if f.fact not in dropped]

@@ -287,11 +287,19 @@ def _folders(package: Module) -> list[Path]:
     return list(package.portions) if package.portions else [package.path.parent]
 
 
-def _has_python(folder: Path) -> bool:
+def _has_python(folder: Path, depth: int = 3) -> bool:
+    """Python code in the folder or the folders below it (a few levels): a namespace package
+    (``dschat/utils/x.py`` with no ``__init__.py`` anywhere), not a folder of run outputs that
+    shares a library's name (``wandb/``)."""
     try:
-        return any(p.suffix == ".py" or (p / "__init__.py").is_file() for p in folder.iterdir())
+        entries = list(folder.iterdir())[:200]
     except OSError:
         return False
+    if any(p.suffix == ".py" for p in entries):
+        return True
+    return depth > 1 and any(
+        p.is_dir() and p.name.isidentifier() and _has_python(p, depth - 1) for p in entries
+    )
 
 
 def _is_root(folder: Path) -> bool:

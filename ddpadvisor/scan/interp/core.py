@@ -54,6 +54,7 @@ class WalkerCore:
         self.scopes: dict[str, ModuleScope] = {}
         self.seq = 0
         self.budget = budget
+        self.initial_budget = budget
         self.truncated = False
         self.stack: list[ast.AST] = []
         self.inlined: dict[int, int] = {}
@@ -117,6 +118,11 @@ class WalkerCore:
         scope.walked = True
         frame = Frame(scope, scope.globals, scope.exprs)
         self.walk_block(scope.module.tree.body, frame, ())
+
+    @property
+    def walked_statements(self) -> int:
+        """How many statements the walk visited (what another reading of it costs)."""
+        return self.initial_budget - self.budget
 
     # ------------------------------------------------------------------ helpers
     def next_seq(self) -> int:
@@ -246,7 +252,12 @@ class WalkerCore:
                 if changed is not value:
                     new = new or copy.copy(expr)
                     setattr(new, name, changed)
-            elif isinstance(value, list) and value and isinstance(value[0], ast.expr):
+            elif (
+                isinstance(value, list)
+                and value
+                and isinstance(value[0], ast.expr)
+                and len(value) <= 32  # a data table (class names, templates): not a condition
+            ):
                 items = [
                     self.expand(v, frame, depth) if isinstance(v, ast.expr) else v for v in value
                 ]
