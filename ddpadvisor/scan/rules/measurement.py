@@ -7,7 +7,7 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Accum, text
-from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.context import Event, FuncCtx
 from ddpadvisor.scan.rules.accumulation import names_the_count
 from ddpadvisor.scan.rules.base import (
     RuleContext,
@@ -56,6 +56,7 @@ def logging(rc: RuleContext) -> None:
         rc.emit("logged_loss_reduction_wrong", False, "", "HF Trainer reduces the logged loss")
         return
     logs: list[Event] = []
+    shown_at: dict[int, Event] = {}  # a log call inside the project's own wrapper: its call
     for e in a.calls():
         n = e.method or apis.last(e.name)
         if n not in apis.LOG_NAMES and apis.last(e.name) not in apis.LOG_NAMES:
@@ -63,9 +64,13 @@ def logging(rc: RuleContext) -> None:
         vals = [*e.args, *e.kwargs.values()]
         if not any(V.FWD in v.taint for v in vals):
             continue
-        if "loss" not in text(e.node, 400).lower() and not _names_a_loss(vals):
+        sites = _wrapper_calls(rc, e)
+        said = " ".join(text(x.node, 400) for x in [e, *sites]).lower()
+        if "loss" not in said and not _names_a_loss(vals):
             continue
         logs.append(e)
+        if sites:
+            shown_at[e.seq] = sites[-1]
     if not logs:
         return
     rank0_unreduced = []
@@ -73,13 +78,14 @@ def logging(rc: RuleContext) -> None:
     for e in logs:
         vals = [*e.args, *e.kwargs.values()]
         is_reduced = any(V.REDUCED in v.taint for v in vals)
+        # The wrapper's own rank test (``if rank == 0: print(msg)``) is in the call's context.
         rank0 = any(is_rank_cond(c) for c in e.ctx) or (
             e.recv is not None and e.recv.kind == V.ACCELERATOR and e.method == "print"
         )
         if is_reduced:
             reduced.append(e)
         elif rank0:
-            rank0_unreduced.append(e)
+            rank0_unreduced.append(shown_at.get(e.seq, e))
     scaled = _accum_scaled(rc, logs)
     if scaled is not None:
         e, divisor = scaled
@@ -122,6 +128,26 @@ def logging(rc: RuleContext) -> None:
             e.where,
             f"rank 0 logs its own micro-batch loss without an all_reduce ({e.where})",
         )
+
+
+def _wrapper_calls(rc: RuleContext, e: Event) -> list[Event]:
+    """The calls of the project's own logging helpers that handed a log call its value
+    (``print_rank_0(f"loss {loss}")`` -> ``def print_rank_0(msg): ... print(msg)``), innermost
+    first: each one's arguments carry a forward pass's value, as the log call's do."""
+    funcs = [c for c in e.ctx if isinstance(c, FuncCtx)]
+    out: list[Event] = []
+    for fc in reversed(funcs):
+        found = None
+        for call in rc.a.calls_at(fc.call_where):
+            if fc.name in (call.method, apis.last(call.name).removeprefix("local:")) and any(
+                V.FWD in v.taint for v in [*call.args, *call.kwargs.values()]
+            ):
+                found = call
+                break
+        if found is None:
+            break
+        out.append(found)
+    return out
 
 
 def _accum_scaled(rc: RuleContext, logs: list[Event]) -> tuple[Event, str] | None:

@@ -16,3 +16,9 @@ class Strategy:
 
     def is_rank_0(self):
         return dist.get_rank() == 0
+
+    def print_reduced(self, name, value):
+        value = value.detach().clone()
+        dist.all_reduce(value, op=dist.ReduceOp.AVG)
+        if self.is_rank_0():
+            print(f"{name}: {value.item():.4f}")

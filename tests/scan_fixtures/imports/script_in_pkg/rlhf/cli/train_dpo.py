@@ -1,6 +1,7 @@
 """Entry script inside a package (``python -m rlhf.cli.train_dpo``): relative imports, a trainer
 class over a vendored copy of a framework trainer, losses in a namespace package."""
 # scan-facts: loss_multiplied_by_world_size=true calls_set_epoch=true uses_grad_clipping=true
+# scan-facts: logs_rank0_only=false
 import argparse
 
 from ..trainer import PairTrainer

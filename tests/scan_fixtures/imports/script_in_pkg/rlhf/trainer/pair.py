@@ -23,3 +23,6 @@ class PairTrainer(MiniTrainer):
         rejected = self.model(batch["rejected"])
         loss = self.loss_fn(chosen, rejected)
         return loss * self.strategy.world_size  # expect: loss-scaled-by-world-size
+
+    def log_loss(self, loss):
+        self.strategy.print_reduced("train/loss", loss)  # ok: rank0-only-loss-logging

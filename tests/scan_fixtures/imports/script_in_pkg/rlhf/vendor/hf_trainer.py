@@ -15,6 +15,9 @@ class MiniTrainer:
     def compute_loss(self, batch):
         raise NotImplementedError
 
+    def log_loss(self, loss):
+        pass
+
     def training_step(self, batch):
         loss = self.compute_loss(batch)
         loss.backward()
@@ -27,4 +30,5 @@ class MiniTrainer:
         for epoch in range(epochs):
             self.sampler.set_epoch(epoch)  # ok: sampler-set-epoch-missing
             for chosen, rejected in self.loader:
-                self.training_step({"chosen": chosen, "rejected": rejected})
+                loss = self.training_step({"chosen": chosen, "rejected": rejected})
+                self.log_loss(loss)

@@ -31,4 +31,4 @@ class BaseRecipe:
             for step, batch in enumerate(self.loader):
                 loss = self.train_step(batch, step)
                 if step % 100 == 0:
-                    print_rank_0(f"epoch {epoch} step {step} loss {loss.item():.4f}")
+                    print_rank_0(f"epoch {epoch} step {step} loss {loss.item():.4f}")  # expect: rank0-only-loss-logging
