@@ -392,6 +392,19 @@ def accelerator(c: Call) -> Val:
     return _new(c, V.ACCELERATOR)
 
 
+@symbol(
+    "lightning.Fabric",
+    when=lambda canon, n: (
+        n == "Fabric"
+        and canon.split(".")[0] in ("lightning", "lightning_fabric", "pytorch_lightning")
+    ),
+)
+def fabric(c: Call) -> Val:
+    """Lightning Fabric plays accelerate's part (library/lightning.py: FABRIC_METHODS): it
+    launches the ranks, wraps the model, shards the loaders and runs backward."""
+    return _new(c, V.ACCELERATOR, fabric=True)
+
+
 @symbol(names=TRAINING_ARGS)
 def training_arguments(c: Call) -> Val:
     return _new(c, V.TRAINING_ARGS)
