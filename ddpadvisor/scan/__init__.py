@@ -58,7 +58,7 @@ def _consolidate(findings: list[Finding]) -> list[Finding]:
 # so does a cap on the statements all of them walk together (a script that imports a large
 # package walks thousands of statements each time).
 MAX_SITES = 8
-SITE_STATEMENTS = 30_000
+SITE_STATEMENTS = 40_000
 
 
 def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
@@ -200,29 +200,39 @@ def _contested(
 
     final = {f.fact: f.value for f in findings}
     dropped: dict[str, str] = {}
-    for site in sites[:cap]:
-        walk = Walker(sources, flip=frozenset({site})).run()
+    # One reading per if, with every name it binds flipped together (the other side binds
+    # them all); the script's own ifs first, then those of the modules it imports (a
+    # package's import-time plumbing), each in the order met.
+    groups: dict[tuple[str, int], list[tuple[str, int, str]]] = {}
+    for site in sites:
+        groups.setdefault((site[0], site[1]), []).append(site)
+    main = sources.main.label
+    ordered = sorted(groups.values(), key=lambda group: group[0][0] != main)
+    for group in ordered[:cap]:
+        walk = Walker(sources, flip=frozenset(group)).run()
         other = {f.fact: f.value for f in run_rules(walk, strict=strict).findings}
-        label, line, name = site
+        label, line, _ = group[0]
+        names = ", ".join(name for _, _, name in group)
+        unread = [site[2] for site in group if site in opaque]
         for fact, value in final.items():
             if fact in dropped:
                 continue
             if fact in other and other[fact] != value:
                 dropped[fact] = (
-                    f"{label}:{line}: {fact} depends on which side of this if binds {name} "
+                    f"{label}:{line}: {fact} depends on which side of this if binds {names} "
                     f"({_shown(value)} one way, {_shown(other[fact])} the other); left undecided"
                 )
-            elif fact not in other and site in opaque:
+            elif fact not in other and unread:
                 dropped[fact] = (
                     f"{label}:{line}: {fact} is {_shown(value)} on one side of this if only; "
-                    f"on the other, {name} comes from code the scan does not read; "
+                    f"on the other, {unread[0]} comes from code the scan does not read; "
                     "left undecided"
                 )
     notes = list(dropped.values())
-    if len(sites) > cap:
-        label, line, name = sites[cap]
+    if len(ordered) > cap:
+        label, line, name = ordered[cap][0]
         notes.append(
-            f"{label}:{line}: {len(sites) - cap} more conditional bindings (from {name} "
+            f"{label}:{line}: {len(ordered) - cap} more conditional bindings (from {name} "
             "on) were not read the other way; facts they decide may hold one way only"
         )
     kept = [f for f in findings if f.fact not in dropped]

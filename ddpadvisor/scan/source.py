@@ -185,7 +185,7 @@ class SourceSet:
             shown = ", ".join(labels[:6]) + (
                 f" and {len(labels) - 6} more" if len(labels) > 6 else ""
             )
-            out.append(f"{shown}: not read ({reason}); what they define is unknown to the scan")
+            out.append(f"{shown}: not read ({reason}); what that code does is unknown to the scan")
         return out
 
     def resolve(self, dotted: str) -> Module | None:
@@ -258,13 +258,13 @@ class SourceSet:
         label = self._label(path)
         size = path.stat().st_size
         if len(self.modules) >= MAX_SIBLINGS:
-            self._skip(f"more than {MAX_SIBLINGS} modules of the project", label)
+            self.skip(f"more than {MAX_SIBLINGS} modules of the project", label)
             return None
         if self.sibling_bytes + size > MAX_SIBLING_BYTES:
-            self._skip(f"more than {MAX_SIBLING_BYTES // (1024 * 1024)} MiB of the project", label)
+            self.skip(f"more than {MAX_SIBLING_BYTES // (1024 * 1024)} MiB of the project", label)
             return None
         if self.parse_seconds > MAX_PARSE_SECONDS:
-            self._skip(f"parsing took over {MAX_PARSE_SECONDS:.0f} s", label)
+            self.skip(f"parsing took over {MAX_PARSE_SECONDS:.0f} s", label)
             return None
         self.sibling_bytes += size
         start = time.monotonic()
@@ -277,7 +277,7 @@ class SourceSet:
             self.parse_seconds += time.monotonic() - start
         return Module(dotted, path, label, tree, text.count("\n") + 1, None, is_package)
 
-    def _skip(self, reason: str, label: str) -> None:
+    def skip(self, reason: str, label: str) -> None:
         labels = self.skipped.setdefault(reason, [])
         if label not in labels:
             labels.append(label)

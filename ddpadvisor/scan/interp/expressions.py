@@ -573,6 +573,7 @@ class Expressions(WalkerCore):
         return merge(*ev.args, *ev.kwargs.values())
 
     def forward(self, model: Val, ev: Event) -> Val:
+        model = self._through_owned_wrapper(model)
         route = model.kind or "unknown"
         base = merge(*_graph_cut(ev))
         taint = base.taint | {
@@ -589,6 +590,28 @@ class Expressions(WalkerCore):
         if own is not None:
             taint |= {own}
         return Val(taint=frozenset(taint))
+
+    def _through_owned_wrapper(self, model: Val) -> Val:
+        """A module of the project that holds the DDP/FSDP-wrapped model as an attribute and
+        calls it in its own code (a task or loss wrapper: ``self.trainable_module = DDP(m)``,
+        ``self.trainable_module(x)`` in its forward): calling it goes through the wrapper. (The
+        wrap itself reads ``self.trainable_module`` as the holder, a sub-module standing for
+        its model, so the holder may look wrapped by the DDP it holds.)"""
+        obj = self.obj(model)
+        if model.kind != V.MODEL or obj is None:
+            return model
+        info = obj.extra.get("class")
+        if not isinstance(info, ClassInfo):
+            return model
+        held = {
+            name: val
+            for name, val in obj.attrs.items()
+            if val.kind in (V.DDP, V.FSDP) and val.ref != model.ref
+        }
+        if len({v.ref for v in held.values()}) != 1:
+            return model
+        called = _self_calls(info)
+        return next((v for name, v in held.items() if name in called), model)
 
     def _model_class(self, obj: Obj | None) -> ClassInfo | None:
         """The user's module class behind a model value, through a DDP / accelerate wrapper."""
@@ -619,6 +642,21 @@ class Expressions(WalkerCore):
     def method_call(self, ev: Event, recv: Val, method: str, frame: Frame, ctx: Ctx) -> Val:
 
         return library.method_call(self, ev, recv, method, frame, ctx)
+
+
+def _self_calls(info: ClassInfo) -> set[str]:
+    """Attributes the class's methods call as ``self.<name>(...)``."""
+    out: set[str] = set()
+    for cls in info.mro():
+        for sub in ast.walk(cls.node):
+            if (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and isinstance(sub.func.value, ast.Name)
+                and sub.func.value.id == "self"
+            ):
+                out.add(sub.func.attr)
+    return out
 
 
 _LOSS_CALLS = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss")

@@ -594,6 +594,8 @@ class Statements(WalkerCore):
     def import_name(self, modname: str, name: str, scope: ModuleScope | None) -> Val:
         """What ``from modname import name`` binds: the module's global (a lazy one resolved),
         else its sub-module, else the library's symbol."""
+        if name == "TYPE_CHECKING" and modname in ("typing", "typing_extensions"):
+            return Val(const=False)  # False when the code runs: its imports are for checkers
         if scope is not None and name in scope.globals:
             return self.resolved(scope.globals, name)
         sub = self.sources.resolve(f"{modname}.{name}" if modname else name)

@@ -405,7 +405,11 @@ def fabric(c: Call) -> Val:
     return _new(c, V.ACCELERATOR, fabric=True)
 
 
-@symbol(names=TRAINING_ARGS)
+@symbol(
+    # transformers' and TRL's own: a class of that name from another library (a Megatron
+    # adapter's DPOConfig) has other fields and defaults.
+    when=lambda canon, n: n in TRAINING_ARGS and canon.split(".")[0] in ("transformers", "trl", n)
+)
 def training_arguments(c: Call) -> Val:
     return _new(c, V.TRAINING_ARGS)
 

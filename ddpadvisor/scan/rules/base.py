@@ -88,6 +88,7 @@ class RuleContext:
         self.strict = strict or bool(os.environ.get("DDPADVISOR_DEBUG"))
         self.label = walk.sources.main.label
         self._by_class: dict[int, list[tuple[ast.Call, str]]] | None = None
+        self.lora_switched: list[str] = []  # LoRA evidence only a command-line option reaches
         # The facts the running rule declares; None outside a rule (no check).
         self.declared: frozenset[str] | None = None
         self.running = ""
@@ -243,11 +244,18 @@ class RuleContext:
 
     # ------------------------------------------------------------------ wrap order
     def _lora_evidence(self) -> list[str]:
-        out = []
+        """Where adapters are added, on paths every run takes; those only a command-line
+        option takes (``if args.lora_dim > 0:``) go to :attr:`lora_switched`."""
+        out: list[str] = []
+        self.lora_switched = []
+
+        def seen(where: str, ev: Event | None) -> None:
+            (self.lora_switched if ev is not None and cli_switched(ev) else out).append(where)
+
         for o in self.a.objects.values():
             if o.extra.get("peft"):
                 ev = self.a.by_seq.get(o.extra["peft"])
-                out.append(ev.where if ev else o.where)
+                seen(ev.where if ev else o.where, ev)
         for e in self.a.calls():
             n = apis.last(e.name)
             if n in (
@@ -256,11 +264,16 @@ class RuleContext:
                 "inject_adapter_in_model",
                 "prepare_model_for_kbit_training",
             ) or e.name.startswith(("peft.", "loralib.")):
-                out.append(e.where)
-        built = {id(o.extra.get("class")) for o in self.a.objects.values()}
+                seen(e.where, e)
+        made: dict[int, list[Event]] = {}
+        for e in self.a.calls():
+            built = self.obj(e.result) if e.result is not None else None
+            if built is not None and built.seq == e.seq:  # built by this call
+                made.setdefault(id(built.extra.get("class")), []).append(e)
         for info in self.walk.classes:
-            if "lora" in info.name.lower() and info.object_kind() == V.MODEL and id(info) in built:
-                out.append(f"{info.scope.module.label}:{info.node.lineno}")
+            if "lora" in info.name.lower() and info.object_kind() == V.MODEL and id(info) in made:
+                where = f"{info.scope.module.label}:{info.node.lineno}"
+                seen(where, made[id(info)][0] if all(map(cli_switched, made[id(info)])) else None)
         return out
 
     # ------------------------------------------------------------------ optimisation

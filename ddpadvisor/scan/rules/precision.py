@@ -25,7 +25,7 @@ def precision(rc: RuleContext) -> None:
     if rc.ds is not None:
         rc.warn(f"{rc.ds.where}: DeepSpeed config decides precision and loss scaling")
         return
-    uses_lora = bool(rc._lora_evidence())
+    uses_lora = bool(rc._lora_evidence() or rc.lora_switched)  # adapters may be on
     casts: list[tuple[str, str]] = []
     switched: list[str] = []
     for o in a.objs(V.MODEL):

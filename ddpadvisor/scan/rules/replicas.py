@@ -24,6 +24,11 @@ def lora_and_wrap_order(rc: RuleContext) -> None:
     models = _trained_models(rc)
     if lora:
         rc.emit("uses_lora", True, lora[0], f"LoRA / PEFT adapters ({lora[0]})")
+    elif rc.lora_switched:
+        rc.warn(
+            f"{rc.lora_switched[0]}: LoRA adapters only when a command-line option asks for "
+            "them; uses_lora not decided"
+        )
     elif models:
         rc.emit("uses_lora", False, models[0].where, "no LoRA / PEFT adapters")
     fact = "module_created_after_wrap"
