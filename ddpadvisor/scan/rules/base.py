@@ -245,12 +245,13 @@ class RuleContext:
     # ------------------------------------------------------------------ wrap order
     def _lora_evidence(self) -> list[str]:
         """Where adapters are added, on paths every run takes; those only a command-line
-        option takes (``if args.lora_dim > 0:``) go to :attr:`lora_switched`."""
+        option or a value the scan does not know takes (``if args.lora_dim > 0:``,
+        ``if lora_rank > 0:`` with a rank from a config) go to :attr:`lora_switched`."""
         out: list[str] = []
         self.lora_switched = []
 
         def seen(where: str, ev: Event | None) -> None:
-            (self.lora_switched if ev is not None and cli_switched(ev) else out).append(where)
+            (self.lora_switched if ev is not None and switched(ev) else out).append(where)
 
         for o in self.a.objects.values():
             if o.extra.get("peft"):
@@ -273,7 +274,7 @@ class RuleContext:
         for info in self.walk.classes:
             if "lora" in info.name.lower() and info.object_kind() == V.MODEL and id(info) in made:
                 where = f"{info.scope.module.label}:{info.node.lineno}"
-                seen(where, made[id(info)][0] if all(map(cli_switched, made[id(info)])) else None)
+                seen(where, made[id(info)][0] if all(map(switched, made[id(info)])) else None)
         return out
 
     # ------------------------------------------------------------------ optimisation
@@ -444,6 +445,15 @@ def cli_switched(e: Event) -> bool:
     # A flag whose default is not read (the parser went through an opaque helper) too.
     return any(
         isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint) for c in e.ctx
+    )
+
+
+def switched(e: Event) -> bool:
+    """Under an ``if`` the run decides: a command-line value, or a test the scan could not
+    evaluate (a config value, a helper's result). Tests on the rank or world size are not
+    switches: both sides run in the same job."""
+    return cli_switched(e) or any(
+        isinstance(c, CondCtx) and c.const is None and not is_rank_cond(c) for c in e.ctx
     )
 
 

@@ -34,7 +34,11 @@ def batch_size(rc: RuleContext) -> None:
         return
     bs = loader.kwargs.get("batch_size")
     if bs is None:
-        if loader.kwargs.get("batch_sampler") is None:
+        node = loader.node
+        spread = isinstance(node, ast.Call) and any(k.arg is None for k in node.keywords)
+        # ``DataLoader(ds, **kwargs)``: a dict filled item by item (kwargs["batch_sampler"] =
+        # …) may hold what the scan did not track, so the default is not known to apply.
+        if loader.kwargs.get("batch_sampler") is None and not spread:
             rc.emit("per_gpu_batch_size", 1, loader.where, "DataLoader default batch_size=1")
         return
     n = num(bs)
@@ -62,7 +66,7 @@ def logging(rc: RuleContext) -> None:
         if n not in apis.LOG_NAMES and apis.last(e.name) not in apis.LOG_NAMES:
             continue
         vals = [*e.args, *e.kwargs.values()]
-        if not any(V.FWD in v.taint for v in vals):
+        if not any(V.FWD in v.taint for v in vals) or _evaluation_only(rc, vals):
             continue
         sites = _wrapper_calls(rc, e)
         said = " ".join(text(x.node, 400) for x in [e, *sites]).lower()
@@ -128,6 +132,19 @@ def logging(rc: RuleContext) -> None:
             e.where,
             f"rank 0 logs its own micro-batch loss without an all_reduce ({e.where})",
         )
+
+
+def _evaluation_only(rc: RuleContext, vals: list[Val]) -> bool:
+    """Every forward pass the logged values come from runs under no_grad / inference_mode:
+    an evaluation loss, not the training loss the rules on logging are about."""
+    seqs = {
+        int(t.split(":", 1)[1])
+        for v in _logged_values(vals)
+        for t in v.taint
+        if t.startswith("fwdseq:") and t.split(":", 1)[1].isdigit()
+    }
+    forwards = [rc.a.by_seq[n] for n in seqs if n in rc.a.by_seq]
+    return bool(forwards) and all(rc.a.under_no_grad(f) for f in forwards)
 
 
 def _wrapper_calls(rc: RuleContext, e: Event) -> list[Event]:
