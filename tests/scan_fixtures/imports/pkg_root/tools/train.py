@@ -1,6 +1,6 @@
 """Entry script outside the package: the loop lives in detlib.engine, imported by package name.
 It never reshuffles per epoch: set_epoch is missing in the package's loop."""
-# scan-facts: calls_set_epoch=false uses_distributed_sampler=true
+# scan-facts: calls_set_epoch=false uses_distributed_sampler=true variable_length_sequences=false
 import argparse
 
 import torch

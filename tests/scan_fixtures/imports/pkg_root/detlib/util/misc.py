@@ -30,3 +30,8 @@ def is_main_process():
 def clip(model, max_norm):
     if max_norm > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+def collate_captions(tokenizer, texts):
+    """Never called on the training path of this detector: its padding says nothing about it."""
+    return tokenizer(texts, padding="longest", return_tensors="pt")["attention_mask"]
