@@ -173,3 +173,20 @@ def test_super_reaches_a_base_class_in_another_module() -> None:
     result = scan_file(LAYOUTS / "script_in_pkg" / ENTRIES["script_in_pkg"], strict=True)
     assert result.value("uses_fsdp_or_zero") is False  # plain DDP, built in the base class
     assert any(f.where.startswith("rlhf/vendor/hf_trainer.py:") for f in result.findings)
+
+
+def test_package_chain_stops_at_the_project_root(tmp_path: Path) -> None:
+    """A repository whose root holds an __init__.py: its parent folder (and the projects
+    beside it) never joins the search path."""
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text("[project]\nname = 'repo'\n")
+    (repo / "__init__.py").write_text("")
+    (repo / "tools" / "__init__.py").write_text("")
+    (repo / "tools" / "train.py").write_text("import neighbour\n")
+    (tmp_path / "neighbour").mkdir()
+    (tmp_path / "neighbour" / "__init__.py").write_text("X = 1\n")
+    paths, project, package = search_paths((repo / "tools" / "train.py").resolve())
+    assert project == repo.resolve() and package == "tools"
+    assert tmp_path.resolve() not in paths
+    assert "neighbour" not in _walk(repo / "tools" / "train.py").sources.modules

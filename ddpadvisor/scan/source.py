@@ -308,13 +308,10 @@ def _is_root(folder: Path) -> bool:
 
 def search_paths(script: Path) -> tuple[list[Path], Path | None, str]:
     """Where the script's imports resolve (its own folder first), the project root, and the
-    dotted package the script sits in ("" when its folder is no package)."""
+    dotted package the script sits in ("" when its folder is no package). The package chain
+    never climbs above the project root (a repository whose root holds an ``__init__.py``
+    would otherwise put its parent folder, and every project beside it, on the path)."""
     folder = script.parent
-    base = folder
-    package: list[str] = []
-    while (base / "__init__.py").is_file() and base.parent != base and len(package) < 16:
-        package.insert(0, base.name)
-        base = base.parent
     project: Path | None = None
     cur = folder
     home = Path.home()
@@ -325,6 +322,16 @@ def search_paths(script: Path) -> tuple[list[Path], Path | None, str]:
             project = cur
             break
         cur = cur.parent
+    base = folder
+    package: list[str] = []
+    while (
+        (base / "__init__.py").is_file()
+        and base != project
+        and base.parent != base
+        and len(package) < 16
+    ):
+        package.insert(0, base.name)
+        base = base.parent
     if project is None and package:
         project = base  # the folder above the topmost package
     paths = [folder]
