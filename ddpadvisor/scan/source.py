@@ -102,6 +102,7 @@ def build_index(tree: ast.Module) -> Index:
             if (
                 isinstance(node.op, ast.USub)
                 and isinstance(operand, ast.Constant)
+                and type(operand.value) is int  # an ignore index; -100.0 dB is not one
                 and operand.value == 100
             ):
                 index.neg100.append(node)

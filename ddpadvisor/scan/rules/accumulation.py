@@ -892,9 +892,9 @@ def _token_signals(rc: RuleContext) -> list[str]:
             if apis.last(name) in apis.PADDING_SIGNALS - {"pad"}:
                 out.append((m.label, call.lineno))
         out.extend((m.label, s.lineno) for s in idx.strings if s.value == "attention_mask")
-        out.extend(
-            (m.label, a.lineno) for a in idx.attrs if a.attr in ("attention_mask", "pad_token_id")
-        )
+        # (``pad_token_id`` is not one: nearly every tokenizer or LM config names a pad token,
+        # padded batches show as padding=, a collator, an attention mask or -100 labels.)
+        out.extend((m.label, a.lineno) for a in idx.attrs if a.attr == "attention_mask")
         out.extend((m.label, u.lineno) for u in idx.neg100)
         if m is not rc.walk.sources.main:
             # A module imported for one name: only the functions the walk ran count (an

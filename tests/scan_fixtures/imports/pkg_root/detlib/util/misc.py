@@ -4,6 +4,9 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Dataset
 
+# A floor in dB for empty boxes' scores: a float, not an ignore index for labels.
+SCORE_FLOOR_DB = -100.0
+
 
 class RandomBoxes(Dataset):
     def __init__(self, n):
