@@ -201,13 +201,14 @@ def _contested(
     final = {f.fact: f.value for f in findings}
     dropped: dict[str, str] = {}
     # One reading per if, with every name it binds flipped together (the other side binds
-    # them all); the script's own ifs first, then those of the modules it imports (a
-    # package's import-time plumbing), each in the order met.
+    # them all); first the ifs in the files that decided facts (the script, the package
+    # module that holds the training step), then those of other modules (a package's
+    # import-time plumbing), each in the order met.
     groups: dict[tuple[str, int], list[tuple[str, int, str]]] = {}
     for site in sites:
         groups.setdefault((site[0], site[1]), []).append(site)
-    main = sources.main.label
-    ordered = sorted(groups.values(), key=lambda group: group[0][0] != main)
+    deciding = {f.where.rpartition(":")[0] for f in findings} | {sources.main.label}
+    ordered = sorted(groups.values(), key=lambda group: group[0][0] not in deciding)
     for group in ordered[:cap]:
         walk = Walker(sources, flip=frozenset(group)).run()
         other = {f.fact: f.value for f in run_rules(walk, strict=strict).findings}
