@@ -88,7 +88,7 @@ def logging(rc: RuleContext) -> None:
         )
         if is_reduced:
             reduced.append(e)
-        elif rank0:
+        elif rank0 and not _reduced_in_place(rc, e, vals):
             rank0_unreduced.append(shown_at.get(e.seq, e))
     scaled = _accum_scaled(rc, logs)
     if scaled is not None:
@@ -134,16 +134,41 @@ def logging(rc: RuleContext) -> None:
         )
 
 
-def _evaluation_only(rc: RuleContext, vals: list[Val]) -> bool:
-    """Every forward pass the logged values come from runs under no_grad / inference_mode:
-    an evaluation loss, not the training loss the rules on logging are about."""
-    seqs = {
+def _forward_seqs(vals: list[Val]) -> set[int]:
+    return {
         int(t.split(":", 1)[1])
         for v in _logged_values(vals)
         for t in v.taint
         if t.startswith("fwdseq:") and t.split(":", 1)[1].isdigit()
     }
-    forwards = [rc.a.by_seq[n] for n in seqs if n in rc.a.by_seq]
+
+
+def _reduced_in_place(rc: RuleContext, log: Event, vals: list[Val]) -> bool:
+    """Before the log call, ``dist.all_reduce(t)`` on a tensor from the same forward passes
+    (``for v in reduced.values(): dist.all_reduce(v)``): the scan cannot tell whether the
+    logged copy is the reduced one, so the log is not known to be rank-local."""
+    seqs = _forward_seqs(vals)
+    if not seqs:
+        return False
+    for e in rc.a.calls():
+        # torch.distributed's collectives work in place; accelerate's reduce() returns a
+        # new tensor, whose taint already says whether the log got it.
+        library = e.recv is None or e.recv.kind in ("symbol", "module")
+        if (
+            e.seq < log.seq
+            and e.args
+            and library
+            and apis.last(e.name) in ("all_reduce", "reduce", "all_reduce_coalesced")
+            and seqs & _forward_seqs([e.args[0]])
+        ):
+            return True
+    return False
+
+
+def _evaluation_only(rc: RuleContext, vals: list[Val]) -> bool:
+    """Every forward pass the logged values come from runs under no_grad / inference_mode:
+    an evaluation loss, not the training loss the rules on logging are about."""
+    forwards = [rc.a.by_seq[n] for n in _forward_seqs(vals) if n in rc.a.by_seq]
     return bool(forwards) and all(rc.a.under_no_grad(f) for f in forwards)
 
 
