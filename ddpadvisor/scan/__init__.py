@@ -54,8 +54,11 @@ def _consolidate(findings: list[Finding]) -> list[Finding]:
 
 # Conditional bindings read the other way, one walk each (see Statements._join): those that
 # bind another function, class or object first, then constants, in the order met. A walk
-# costs about as much as the first scan; the cap keeps a script with many switches fast.
+# costs about as much as the first scan; the cap keeps a script with many switches fast, and
+# so does a cap on the statements all of them walk together (a script that imports a large
+# package walks thousands of statements each time).
 MAX_SITES = 8
+SITE_STATEMENTS = 40_000
 
 
 def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
@@ -167,7 +170,11 @@ def _scan(sources: SourceSet, strict: bool) -> ScanResult:
     rules = run_rules(walk, strict=strict)
     findings = _consolidate(rules.findings)
     warnings = list(dict.fromkeys([*walk.warnings, *rules.warnings]))
-    findings, contested = _contested(findings, walker.sites, walker.opaque_sites, sources, strict)
+    walked = max(1, walker.walked_statements)
+    cap = max(2, min(MAX_SITES, SITE_STATEMENTS // walked))
+    findings, contested = _contested(
+        findings, walker.sites, walker.opaque_sites, sources, strict, cap
+    )
     warnings.extend(w for w in contested if w not in warnings)
     return ScanResult(findings, warnings, rules.a.framework)
 
@@ -178,6 +185,7 @@ def _contested(
     opaque: set[tuple[str, int, str]],
     sources: SourceSet,
     strict: bool,
+    cap: int = MAX_SITES,
 ) -> tuple[list[Finding], list[str]]:
     """Drop the facts that another reading of a conditional binding decides differently.
 
@@ -192,29 +200,40 @@ def _contested(
 
     final = {f.fact: f.value for f in findings}
     dropped: dict[str, str] = {}
-    for site in sites[:MAX_SITES]:
-        walk = Walker(sources, flip=frozenset({site})).run()
+    # One reading per if, with every name it binds flipped together (the other side binds
+    # them all); first the ifs in the files that decided facts (the script, the package
+    # module that holds the training step), then those of other modules (a package's
+    # import-time plumbing), each in the order met.
+    groups: dict[tuple[str, int], list[tuple[str, int, str]]] = {}
+    for site in sites:
+        groups.setdefault((site[0], site[1]), []).append(site)
+    deciding = {f.where.rpartition(":")[0] for f in findings} | {sources.main.label}
+    ordered = sorted(groups.values(), key=lambda group: group[0][0] not in deciding)
+    for group in ordered[:cap]:
+        walk = Walker(sources, flip=frozenset(group)).run()
         other = {f.fact: f.value for f in run_rules(walk, strict=strict).findings}
-        label, line, name = site
+        label, line, _ = group[0]
+        names = ", ".join(name for _, _, name in group)
+        unread = [site[2] for site in group if site in opaque]
         for fact, value in final.items():
             if fact in dropped:
                 continue
             if fact in other and other[fact] != value:
                 dropped[fact] = (
-                    f"{label}:{line}: {fact} depends on which side of this if binds {name} "
+                    f"{label}:{line}: {fact} depends on which side of this if binds {names} "
                     f"({_shown(value)} one way, {_shown(other[fact])} the other); left undecided"
                 )
-            elif fact not in other and site in opaque:
+            elif fact not in other and unread:
                 dropped[fact] = (
                     f"{label}:{line}: {fact} is {_shown(value)} on one side of this if only; "
-                    f"on the other, {name} comes from code the scan does not read; "
+                    f"on the other, {unread[0]} comes from code the scan does not read; "
                     "left undecided"
                 )
     notes = list(dropped.values())
-    if len(sites) > MAX_SITES:
-        label, line, name = sites[MAX_SITES]
+    if len(ordered) > cap:
+        label, line, name = ordered[cap][0]
         notes.append(
-            f"{label}:{line}: {len(sites) - MAX_SITES} more conditional bindings (from {name} "
+            f"{label}:{line}: {len(ordered) - cap} more conditional bindings (from {name} "
             "on) were not read the other way; facts they decide may hold one way only"
         )
     kept = [f for f in findings if f.fact not in dropped]

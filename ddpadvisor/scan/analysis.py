@@ -116,6 +116,7 @@ class Analysis:
         self.events = [e for e in walk.events if feasible(e)]
         self.objects = walk.objects
         self.by_seq = {e.seq: e for e in walk.events}
+        self._calls_at: dict[str, list[Event]] | None = None
 
     # -------------------------------------------------------------- objects
     def objs(self, *kinds: str) -> list[Obj]:
@@ -152,17 +153,30 @@ class Analysis:
 
     @cached_property
     def distributed(self) -> bool:
+        """The job runs several ranks: it wraps a model for data parallelism, runs through a
+        framework object that launches and syncs them (an HF or Lightning Trainer, an
+        accelerate Accelerator, a DeepSpeed engine, Fabric, the trainers built over them), or
+        calls a distributed library's API for anything but asking whether it is there."""
         if self.ddps or self.fsdps or self.framework:
             return True
-        return any(
-            apis.last(e.name) in ("init_process_group", "init_distributed") for e in self.events
-        )
+        if self.objs(V.ACCELERATOR, V.TRAINER, V.PL_TRAINER):
+            return True
+        return any(e.kind == "call" and apis.sets_up_ranks(e.name) for e in self.events)
 
     # -------------------------------------------------------------- events
     def calls(self, method: str | None = None) -> list[Event]:
         return [
             e for e in self.events if e.kind == "call" and (method is None or e.method == method)
         ]
+
+    def calls_at(self, where: str) -> list[Event]:
+        """The calls at one ``file:line`` (where an inlined function was called from)."""
+        if self._calls_at is None:
+            self._calls_at = {}
+            for e in self.events:
+                if e.kind == "call":
+                    self._calls_at.setdefault(e.where, []).append(e)
+        return self._calls_at.get(where, [])
 
     @staticmethod
     def under_no_grad(ev: Event) -> bool:

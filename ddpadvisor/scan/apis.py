@@ -185,6 +185,32 @@ PADDING_SIGNALS = {
 }
 TOKEN_KWARGS = {"attention_mask", "ignore_index", "padding", "num_items_in_batch", "labels"}
 
+# Libraries whose API a job calls only when it runs several ranks (or launches them): a call
+# into one, other than a check of whether it is available, makes the job distributed.
+DIST_NAMESPACES = (
+    "torch.distributed.",
+    "torch.multiprocessing.spawn",
+    "torch.multiprocessing.start_processes",
+    "deepspeed.",
+    "accelerate.",
+    "lightning.",
+    "lightning_fabric.",
+    "pytorch_lightning.",
+    "megatron.",
+    "colossalai.",
+)
+DIST_QUERIES = {"is_available", "is_initialized", "is_torchelastic_launched", "is_nccl_available"}
+
+
+def sets_up_ranks(name: str) -> bool:
+    """A call that only a distributed job makes: a process group set up by any name
+    (``init_process_group``, a project's ``init_distributed``), or a distributed library's API."""
+    leaf = last(name)
+    if leaf in ("init_process_group", "init_distributed"):
+        return True
+    return name.startswith(DIST_NAMESPACES) and leaf not in DIST_QUERIES
+
+
 # print-like calls that put a number in front of the user.
 LOG_NAMES = {
     "print",

@@ -16,9 +16,11 @@ from ddpadvisor.scan.interp.frames import (
     _RANK_NAMES,
     _WORLD_NAMES,
     DEFAULT_BUDGET,
+    LAZY,
     ClassInfo,
     Frame,
     FuncRef,
+    LazyImport,
     ModuleScope,
     WalkResult,
     _constant,
@@ -52,6 +54,7 @@ class WalkerCore:
         self.scopes: dict[str, ModuleScope] = {}
         self.seq = 0
         self.budget = budget
+        self.initial_budget = budget
         self.truncated = False
         self.stack: list[ast.AST] = []
         self.inlined: dict[int, int] = {}
@@ -87,11 +90,12 @@ class WalkerCore:
             if id(ref.node) in main.module.index.interesting_funcs:
                 frame = Frame(main, main.globals, main.exprs)
                 self.inline(ref, [], {}, None, None, frame, ())
+        self._settle_lazy()
         return WalkResult(
             self.events,
             self.objects,
             self.sources,
-            self.sources.warnings + self.warnings,
+            [*self.sources.warnings, *self.warnings],
             self.truncated,
             self.classes,
             self.functions,
@@ -123,6 +127,11 @@ class WalkerCore:
         frame = Frame(scope, scope.globals, scope.exprs)
         self.walk_block(scope.module.tree.body, frame, ())
 
+    @property
+    def walked_statements(self) -> int:
+        """How many statements the walk visited (what another reading of it costs)."""
+        return self.initial_budget - self.budget
+
     # ------------------------------------------------------------------ helpers
     def next_seq(self) -> int:
         self.seq += 1
@@ -152,10 +161,10 @@ class WalkerCore:
         f: Frame | None = frame
         while f is not None:
             if name in f.locals:
-                return f.locals[name]
+                return self.resolved(f.locals, name)
             f = f.parent
         if name in frame.scope.globals:
-            return frame.scope.globals[name]
+            return self.resolved(frame.scope.globals, name)
         if self.excerpt:
             if not name[:1].isupper():  # DataLoader, DDP: classes, not roles
                 role = self.unbound(name)
@@ -164,6 +173,49 @@ class WalkerCore:
             # defined outside the excerpt: still resolvable as a library name, never a value
             return Val(kind="symbol", canon=name, taint=frozenset({V.UNBOUND}))
         return Val(kind="symbol", canon=name)
+
+    def resolved(self, names: dict[str, Val], name: str, depth: int = 0) -> Val:
+        """``names[name]``, with a lazy import read now and put in its place."""
+        val = names[name]
+        if val.kind != LAZY or not isinstance(val.const, LazyImport):
+            return val
+        lazy = val.const
+        names[name] = UNKNOWN  # an import that leads back to itself reads as unknown
+        if lazy.name is None:
+            module = self.sources.resolve(lazy.module)
+            if module is None:
+                out = Val(kind="symbol", canon=lazy.module)
+            else:
+                top = lazy.bound.split(".")[0] if lazy.module != lazy.bound else ""
+                scope = self._module_scope(lazy.bound or lazy.module)
+                if top and scope is not None:
+                    out = Val(kind="module", const=self._scope(module))
+                else:
+                    out = (
+                        Val(kind="module", const=scope)
+                        if scope is not None
+                        else Val(kind="symbol", canon=lazy.bound)
+                    )
+        else:
+            scope = self._module_scope(lazy.module)
+            if scope is not None and lazy.name in scope.globals and depth < 16:
+                out = self.resolved(scope.globals, lazy.name, depth + 1)
+            else:
+                out = self.import_name(lazy.module, lazy.name, scope)
+        names[name] = out
+        return out
+
+    def _settle_lazy(self) -> None:
+        """After the walk, an import no code used stays unread: the rules, which read module
+        globals directly, see the name it would bind as code the scan does not have."""
+        for scope in self.scopes.values():
+            for name, val in scope.globals.items():
+                if val.kind == LAZY and isinstance(val.const, LazyImport):
+                    lazy = val.const
+                    canon = lazy.bound or lazy.module
+                    if lazy.name is not None:
+                        canon = f"{lazy.module}.{lazy.name}" if lazy.module else lazy.name
+                    scope.globals[name] = Val(kind="symbol", canon=canon)
 
     def lookup_expr(self, name: str, frame: Frame) -> ast.expr | None:
         f: Frame | None = frame
@@ -208,7 +260,12 @@ class WalkerCore:
                 if changed is not value:
                     new = new or copy.copy(expr)
                     setattr(new, name, changed)
-            elif isinstance(value, list) and value and isinstance(value[0], ast.expr):
+            elif (
+                isinstance(value, list)
+                and value
+                and isinstance(value[0], ast.expr)
+                and len(value) <= 32  # a data table (class names, templates): not a condition
+            ):
                 items = [
                     self.expand(v, frame, depth) if isinstance(v, ast.expr) else v for v in value
                 ]
@@ -296,6 +353,10 @@ class WalkerCore:
         def do_import(self, stmt: ast.Import, frame: Frame) -> None: ...
 
         def do_import_from(self, stmt: ast.ImportFrom, frame: Frame) -> None: ...
+
+        def _module_scope(self, modname: str) -> ModuleScope | None: ...
+
+        def import_name(self, modname: str, name: str, scope: ModuleScope | None) -> Val: ...
 
         def define_class(self, stmt: ast.ClassDef, frame: Frame, ctx: Ctx) -> None: ...
 

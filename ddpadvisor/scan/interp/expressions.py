@@ -31,6 +31,7 @@ from ddpadvisor.scan.interp.frames import (
 from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Obj, Op, Val, merge
 
 _UNDEFINED = frozenset({V.UNBOUND})
+SUPER = "super"  # super() inside a method: (the defining class, the instance)
 
 
 class Expressions(WalkerCore):
@@ -343,13 +344,15 @@ class Expressions(WalkerCore):
         if kind == "module" and isinstance(base.const, ModuleScope):
             scope = base.const
             if name in scope.globals:
-                return scope.globals[name]
+                return self.resolved(scope.globals, name)
             sub = self.sources.resolve(f"{scope.module.name}.{name}")
             if sub is not None:
                 sub_scope = self._scope(sub)
                 self._walk_module(sub_scope)
                 return Val(kind="module", const=sub_scope)
             return Val(kind="symbol", canon=f"{scope.module.name}.{name}")
+        if kind == SUPER and isinstance(base.const, ClassInfo) and base.items:
+            return self._super_attr(base.const, base.items[0], name)
         if kind == "class" and isinstance(base.const, ClassInfo):
             info = base.const
             found = info.find_method(name)
@@ -447,6 +450,22 @@ class Expressions(WalkerCore):
             out = out.with_taint(V.MEAN_RED)
         return out
 
+    def _super_attr(self, owner: ClassInfo, self_val: Val, name: str) -> Val:
+        """``super().name`` in a method of ``owner``: the first class after ``owner`` in the
+        instance's MRO that defines it (a base class in another module of the project)."""
+        obj = self.obj(self_val)
+        cls = obj.extra.get("class") if obj is not None else None
+        mro = cls.mro() if isinstance(cls, ClassInfo) and owner in cls.mro() else owner.mro()
+        for info in mro[mro.index(owner) + 1 :]:
+            if name in info.methods:
+                ref = FuncRef(info.methods[name], info.scope, None, owner=info)
+                return Val(
+                    kind="method", const=ref, items=(self_val,), canon=f"local:{info.name}.{name}"
+                )
+            if name in info.attrs:
+                return info.attrs[name]
+        return UNKNOWN
+
     def _arg_default(self, parser_ns: Obj, name: str) -> Val:
         parser = self.objects.get(parser_ns.extra.get("parser", -1))
         taint: set[str] = set()
@@ -464,6 +483,15 @@ class Expressions(WalkerCore):
     # ------------------------------------------------------------------ calls
     def eval_call(self, node: ast.Call, frame: Frame, ctx: Ctx) -> Val:
         func = node.func
+        if (
+            isinstance(func, ast.Name)
+            and func.id == "super"
+            and frame.owner is not None
+            and frame.self_val is not None
+            and "super" not in frame.scope.globals
+        ):
+            # ``super()`` in a method the scan inlined: the next classes of the instance's MRO.
+            return Val(kind=SUPER, const=frame.owner, items=(frame.self_val,))
         recv: Val | None = None
         method: str | None = None
         if isinstance(func, ast.Attribute):
@@ -481,6 +509,7 @@ class Expressions(WalkerCore):
                     V.DATASET,
                     V.SAMPLER,
                     V.DDP_MODULE,
+                    SUPER,
                 )
                 else UNKNOWN
             )
@@ -576,6 +605,7 @@ class Expressions(WalkerCore):
         return merge(*ev.args, *ev.kwargs.values())
 
     def forward(self, model: Val, ev: Event) -> Val:
+        model = self._through_owned_wrapper(model)
         route = model.kind or "unknown"
         base = merge(*_graph_cut(ev))
         taint = base.taint | {
@@ -592,6 +622,28 @@ class Expressions(WalkerCore):
         if own is not None:
             taint |= {own}
         return Val(taint=frozenset(taint))
+
+    def _through_owned_wrapper(self, model: Val) -> Val:
+        """A module of the project that holds the DDP/FSDP-wrapped model as an attribute and
+        calls it in its own code (a task or loss wrapper: ``self.trainable_module = DDP(m)``,
+        ``self.trainable_module(x)`` in its forward): calling it goes through the wrapper. (The
+        wrap itself reads ``self.trainable_module`` as the holder, a sub-module standing for
+        its model, so the holder may look wrapped by the DDP it holds.)"""
+        obj = self.obj(model)
+        if model.kind != V.MODEL or obj is None:
+            return model
+        info = obj.extra.get("class")
+        if not isinstance(info, ClassInfo):
+            return model
+        held = {
+            name: val
+            for name, val in obj.attrs.items()
+            if val.kind in (V.DDP, V.FSDP) and val.ref != model.ref
+        }
+        if len({v.ref for v in held.values()}) != 1:
+            return model
+        called = _self_calls(info)
+        return next((v for name, v in held.items() if name in called), model)
 
     def _model_class(self, obj: Obj | None) -> ClassInfo | None:
         """The user's module class behind a model value, through a DDP / accelerate wrapper."""
@@ -622,6 +674,21 @@ class Expressions(WalkerCore):
     def method_call(self, ev: Event, recv: Val, method: str, frame: Frame, ctx: Ctx) -> Val:
 
         return library.method_call(self, ev, recv, method, frame, ctx)
+
+
+def _self_calls(info: ClassInfo) -> set[str]:
+    """Attributes the class's methods call as ``self.<name>(...)``."""
+    out: set[str] = set()
+    for cls in info.mro():
+        for sub in ast.walk(cls.node):
+            if (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and isinstance(sub.func.value, ast.Name)
+                and sub.func.value.id == "self"
+            ):
+                out.add(sub.func.attr)
+    return out
 
 
 _LOSS_CALLS = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss")

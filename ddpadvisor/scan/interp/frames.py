@@ -64,6 +64,19 @@ _MAIN_PROCESS_NAMES = {
 }
 
 
+# The kind of a name bound by a module-level import inside an imported module, until used.
+LAZY = "lazy_import"
+
+
+@dataclass(frozen=True)
+class LazyImport:
+    """``from module import name`` (``name`` None: ``import module``, bound as ``bound``)."""
+
+    module: str
+    name: str | None
+    bound: str = ""
+
+
 @dataclass(eq=False, repr=False)
 class ModuleScope:
     module: Module
@@ -148,6 +161,9 @@ class Frame:
     name: str = "<module>"
     returns: list[Val] = field(default_factory=list)
     yields: list[Val] = field(default_factory=list)
+    # A method's frame: the class that defines it and the instance it runs on (``super()``).
+    owner: ClassInfo | None = None
+    self_val: Val | None = None
 
 
 @dataclass

@@ -16,11 +16,14 @@ from ddpadvisor.scan.interp.frames import (
     _CTX_KINDS,
     _MAIN_PROCESS_NAMES,
     _RANK_NAMES,
+    LAZY,
     MAX_DEPTH,
     MAX_INLINES_PER_FUNCTION,
     ClassInfo,
     Frame,
     FuncRef,
+    LazyImport,
+    ModuleScope,
     _always_exits,
     _is_main_guard,
     _simple_expr,
@@ -591,17 +594,33 @@ class Statements(WalkerCore):
         )
 
     # ------------------------------------------------------------------ imports
+    # The script's own imports are read as they run: each module they name is walked then.
+    # A module-level import inside an imported module binds its names lazily (a LazyImport):
+    # the module it names is read when one of them is first used, so a package costs the
+    # files its training path touches, not every file its ``__init__`` imports.
+
+    def _lazy(self, frame: Frame) -> bool:
+        return frame.name == "<module>" and frame.scope.module is not self.sources.main
+
     def do_import(self, stmt: ast.Import, frame: Frame) -> None:
+        lazy = self._lazy(frame)
         for alias in stmt.names:
+            top = alias.name.split(".")[0]
+            if lazy:
+                target = alias.name if alias.asname else top
+                frame.locals[alias.asname or top] = Val(
+                    kind=LAZY, const=LazyImport(target, None, alias.name)
+                )
+                continue
             sibling = self.sources.resolve(alias.name)
             if sibling is not None:
-                scope = self._scope(sibling)
-                self._walk_module(scope)
+                top_mod = self.sources.resolve(top)
+                for mod in (top_mod, sibling):  # Python runs the package's __init__ first
+                    if mod is not None:
+                        self._walk_module(self._scope(mod))
                 if alias.asname:
-                    frame.locals[alias.asname] = Val(kind="module", const=scope)
+                    frame.locals[alias.asname] = Val(kind="module", const=self._scope(sibling))
                 else:
-                    top = alias.name.split(".")[0]
-                    top_mod = self.sources.resolve(top)
                     frame.locals[top] = (
                         Val(kind="module", const=self._scope(top_mod))
                         if top_mod is not None
@@ -611,42 +630,70 @@ class Statements(WalkerCore):
             if alias.asname:
                 frame.locals[alias.asname] = Val(kind="symbol", canon=alias.name)
             else:
-                top = alias.name.split(".")[0]
                 frame.locals[top] = Val(kind="symbol", canon=top)
 
     def do_import_from(self, stmt: ast.ImportFrom, frame: Frame) -> None:
         modname = stmt.module or ""
         if stmt.level:
-            # Relative imports resolve against the script folder (the scanned package root).
-            base = (
-                frame.scope.module.name.split(".")[: -stmt.level]
-                if frame.scope.module.name != "__main__"
-                else []
-            )
+            # Relative to the importing module's package (the script's own package when it
+            # sits in one; a script outside any package: its folder).
+            package = frame.scope.module.package
+            base = package.split(".") if package else []
+            up = stmt.level - 1
+            base = base[: len(base) - up] if up <= len(base) else []
             modname = ".".join([*base, modname] if modname else base)
-        sibling = self.sources.resolve(modname) if modname else None
-        scope = self._scope(sibling) if sibling is not None else None
-        if scope is not None:
-            self._walk_module(scope)
+        if self._lazy(frame):
+            for alias in stmt.names:
+                if alias.name == "*":
+                    self._import_star(modname, frame)
+                    continue
+                frame.locals[alias.asname or alias.name] = Val(
+                    kind=LAZY, const=LazyImport(modname, alias.name)
+                )
+            return
+        scope = self._module_scope(modname)
         for alias in stmt.names:
             local = alias.asname or alias.name
             if alias.name == "*":
-                if scope is not None:
-                    for k, v in scope.globals.items():
-                        if not k.startswith("_"):
-                            frame.locals[k] = v
+                self._import_star(modname, frame)
                 continue
-            if scope is not None and alias.name in scope.globals:
-                frame.locals[local] = scope.globals[alias.name]
-                continue
-            sub = self.sources.resolve(f"{modname}.{alias.name}" if modname else alias.name)
-            if sub is not None:
-                sub_scope = self._scope(sub)
-                self._walk_module(sub_scope)
-                frame.locals[local] = Val(kind="module", const=sub_scope)
-                continue
-            canon = f"{modname}.{alias.name}" if modname else alias.name
-            frame.locals[local] = Val(kind="symbol", canon=canon)
+            frame.locals[local] = self.import_name(modname, alias.name, scope)
+
+    def _module_scope(self, modname: str) -> ModuleScope | None:
+        """The walked scope of a project module (its packages' ``__init__`` walked first)."""
+        module = self.sources.resolve(modname) if modname else None
+        if module is None:
+            return None
+        parts = modname.split(".")
+        for i in range(1, len(parts)):
+            parent = self.sources.resolve(".".join(parts[:i]))
+            if parent is not None:
+                self._walk_module(self._scope(parent))
+        scope = self._scope(module)
+        self._walk_module(scope)
+        return scope
+
+    def import_name(self, modname: str, name: str, scope: ModuleScope | None) -> Val:
+        """What ``from modname import name`` binds: the module's global (a lazy one resolved),
+        else its sub-module, else the library's symbol."""
+        if name == "TYPE_CHECKING" and modname in ("typing", "typing_extensions"):
+            return Val(const=False)  # False when the code runs: its imports are for checkers
+        if scope is not None and name in scope.globals:
+            return self.resolved(scope.globals, name)
+        sub = self.sources.resolve(f"{modname}.{name}" if modname else name)
+        if sub is not None:
+            sub_scope = self._scope(sub)
+            self._walk_module(sub_scope)
+            return Val(kind="module", const=sub_scope)
+        return Val(kind="symbol", canon=f"{modname}.{name}" if modname else name)
+
+    def _import_star(self, modname: str, frame: Frame) -> None:
+        scope = self._module_scope(modname)
+        if scope is None:
+            return
+        for k in list(scope.globals):
+            if not k.startswith("_"):
+                frame.locals[k] = self.resolved(scope.globals, k)
 
     # ------------------------------------------------------------------ classes
     def define_class(self, stmt: ast.ClassDef, frame: Frame, ctx: Ctx) -> None:
@@ -689,7 +736,14 @@ class Statements(WalkerCore):
 
     def instantiate(self, info: ClassInfo, ev: Event, frame: Frame, ctx: Ctx) -> Val:
         kind = info.object_kind()
-        obj = self.new_obj(kind, ev.node, frame, canon=f"local:{info.name}", kwargs=dict(ev.kwargs))
+        obj = self.new_obj(
+            kind,
+            ev.node,
+            frame,
+            canon=f"local:{info.name}",
+            kwargs=dict(ev.kwargs),
+            args=list(ev.args),
+        )
         obj.extra["class"] = info
         inst = Val(kind=kind, ref=obj.ref, canon=f"local:{info.name}")
         if info.is_dataclass:
@@ -741,6 +795,8 @@ class Statements(WalkerCore):
             return UNKNOWN
         self.inlined[key] = count + 1
         frame = Frame(ref.scope, {}, {}, ref.closure, ref.name)
+        if ref.owner is not None and self_val is not None:
+            frame.owner, frame.self_val = ref.owner, self_val
         self._bind_params(fn.args, args, kwargs, self_val, call_node, frame, caller, ctx)
         self.stack.append(fn)
         label = ref.scope.module.label

@@ -40,5 +40,24 @@ PRECISION: dict[str, str] = {
 }
 
 
+# Fabric's methods, by the accelerate method that does the same (lightning 2.x
+# ``fabric/fabric.py``: setup / setup_module wrap the model with the strategy (DDP by default on
+# several devices), setup_dataloaders replaces the sampler with a DistributedSampler unless
+# ``use_distributed_sampler=False``, no_backward_sync skips the gradient all-reduce, all_reduce
+# averages by default, backward / clip_gradients / autocast as accelerate's).
+FABRIC_SOURCE = (
+    "https://github.com/Lightning-AI/pytorch-lightning/blob/master/src/lightning/fabric/fabric.py"
+)
+FABRIC_METHODS: dict[str, str] = {
+    "setup": "prepare",
+    "setup_module": "prepare_model",
+    "setup_optimizers": "prepare_optimizer",
+    "no_backward_sync": "no_sync",
+    "all_reduce": "reduce",
+    "all_gather": "gather",
+    "autocast": "autocast",
+}
+
+
 def precision(value: object) -> str | None:
     return PRECISION.get(str(value)) if value is not None else None

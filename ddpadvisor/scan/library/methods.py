@@ -12,11 +12,11 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Ctx, Event, LoopCtx
 from ddpadvisor.scan.interp.frames import ClassInfo, Frame, FuncRef
-from ddpadvisor.scan.values import UNKNOWN, Val, merge
+from ddpadvisor.scan.values import UNKNOWN, Obj, Val, merge
 
 if TYPE_CHECKING:
     from ddpadvisor.scan.interp.core import WalkerCore as Walker
-from ddpadvisor.scan.library import configs
+from ddpadvisor.scan.library import configs, lightning
 from ddpadvisor.scan.library.common import TENSOR_SAME, TRAINING_ARGS, wrap
 
 
@@ -173,6 +173,22 @@ def _accelerator_method(w: Walker, ev: Event, recv: Val, method: str, frame: Fra
     node = ev.node
     a0 = ev.args[0] if ev.args else None
     acc = w.obj(recv)
+    if acc is not None and acc.extra.get("fabric"):
+        if method == "setup_dataloaders":
+            return _fabric_loaders(w, ev, frame)
+        if method == "autocast":
+            return Val(kind=V.CTX_AUTOCAST, const=("unknown", "on"))
+        if method == "all_reduce" and a0 is not None:
+            op = ev.kwargs.get("reduce_op")
+            mean = op is None or (op.known and op.const == "mean")
+            label = V.REDUCED_AVG if mean else V.REDUCED_SUM
+            return Val(taint=frozenset(set(a0.taint) | {V.REDUCED, label}), ops=a0.ops)
+        if method in ("setup", "setup_module"):
+            out = [_fabric_setup(w, ev, a, frame, acc) for a in ev.args]
+            return out[0] if len(out) == 1 else Val(items=tuple(out))
+        if method not in lightning.FABRIC_METHODS:
+            return UNKNOWN
+        method = lightning.FABRIC_METHODS[method]
     if method in (
         "prepare",
         "prepare_model",
@@ -211,6 +227,44 @@ def _accelerator_method(w: Walker, ev: Event, recv: Val, method: str, frame: Fra
         return Val(kind=V.DDP_MODULE, ref=ref)
     del node
     return UNKNOWN
+
+
+def _fabric_setup(w: Walker, ev: Event, val: Val, frame: Frame, fabric: Obj) -> Val:
+    """``fabric.setup(model, optimizer)``: the model wrapped by Fabric's strategy (DDP for
+    ``"ddp*"`` or the default ``"auto"`` on several devices, FSDP for ``"fsdp"``); under
+    another strategy (DeepSpeed, one chosen at run time) the wrap is left unknown."""
+    if val.kind not in (V.MODEL, V.DDP_MODULE):
+        return val
+    strategy = fabric.kwargs.get("strategy")
+    name = "auto" if strategy is None else strategy.const if strategy.known else None
+    if not isinstance(name, str) or V.ARGDEFAULT in (strategy.taint if strategy else ()):
+        return val
+    if name.startswith("fsdp"):
+        kind = V.FSDP
+    elif name == "auto" or name.startswith("ddp"):
+        kind = V.DDP
+    else:
+        return val
+    out = wrap(w, ev, frame, "lightning.Fabric.setup", val, kind)
+    obj = w.obj(out)
+    if obj is not None:
+        obj.extra["accelerate"] = True
+    return out
+
+
+def _fabric_loaders(w: Walker, ev: Event, frame: Frame) -> Val:
+    """``fabric.setup_dataloaders(*loaders)``: each gets a DistributedSampler unless
+    ``use_distributed_sampler=False``."""
+    flag = ev.kwargs.get("use_distributed_sampler")
+    shard = flag is None or (flag.known and flag.const is True)
+    out: list[Val] = []
+    for val in ev.args:
+        obj = w.obj(val)
+        if obj is not None and shard:
+            obj.extra["accelerate"] = True
+            obj.extra["sharded_by"] = "fabric.setup_dataloaders()"
+        out.append(val)
+    return out[0] if len(out) == 1 else Val(items=tuple(out))
 
 
 def _prepared(w: Walker, ev: Event, val: Val, frame: Frame, acc: object) -> Val:

@@ -392,7 +392,24 @@ def accelerator(c: Call) -> Val:
     return _new(c, V.ACCELERATOR)
 
 
-@symbol(names=TRAINING_ARGS)
+@symbol(
+    "lightning.Fabric",
+    when=lambda canon, n: (
+        n == "Fabric"
+        and canon.split(".")[0] in ("lightning", "lightning_fabric", "pytorch_lightning")
+    ),
+)
+def fabric(c: Call) -> Val:
+    """Lightning Fabric plays accelerate's part (library/lightning.py: FABRIC_METHODS): it
+    launches the ranks, wraps the model, shards the loaders and runs backward."""
+    return _new(c, V.ACCELERATOR, fabric=True)
+
+
+@symbol(
+    # transformers' and TRL's own: a class of that name from another library (a Megatron
+    # adapter's DPOConfig) has other fields and defaults.
+    when=lambda canon, n: n in TRAINING_ARGS and canon.split(".")[0] in ("transformers", "trl", n)
+)
 def training_arguments(c: Call) -> Val:
     return _new(c, V.TRAINING_ARGS)
 

@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Accum, Analysis, text
-from ddpadvisor.scan.context import Ctx, Event
+from ddpadvisor.scan.context import Ctx, Event, FuncCtx
 from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.library import hf_trainer, lightning
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     call_site,
+    cli_switched,
     exclusive,
     lines_at,
     mentions_world,
     num,
 )
-from ddpadvisor.scan.source import dotted
+from ddpadvisor.scan.source import Module, dotted
 from ddpadvisor.scan.values import Op, Val
 
 
@@ -409,7 +411,11 @@ def no_sync(rc: RuleContext) -> None:
     if uses:
         u = uses[0]
         how = "require_backward_grad_sync" if u.kind == "assign" else "no_sync()"
-        rc.emit("uses_no_sync", True, u.where, f"{how} used ({u.where})")
+        if all(cli_switched(x) for x in uses):
+            # ``if args.accum_freq > 1: train_accum(...)``: the run's flags decide.
+            rc.warn(f"{u.where}: {how} only when a command-line option asks for it; not decided")
+        else:
+            rc.emit("uses_no_sync", True, u.where, f"{how} used ({u.where})")
     elif (
         a.ddps and a.main_backward is not None and not any(o.extra.get("deepspeed") for o in a.ddps)
     ):
@@ -901,10 +907,12 @@ def _averages_in(rc: RuleContext, node: ast.AST, where: str, what: str) -> None:
 
 def _token_signals(rc: RuleContext) -> list[str]:
     """Padding, label masking or token-count plumbing anywhere in the scanned files."""
-    out: list[tuple[str, int]] = []
+    found: list[tuple[str, int]] = []
     modules = [rc.walk.sources.main, *rc.walk.sources.modules.values()]
+    ran_funcs = {(c.file, c.line) for e in rc.a.events for c in e.ctx if isinstance(c, FuncCtx)}
     for m in modules:
         idx = m.index
+        out: list[tuple[str, int]] = []
         for kw in idx.keywords:
             value = kw.value
             const = value.value if isinstance(value, ast.Constant) else None
@@ -920,12 +928,35 @@ def _token_signals(rc: RuleContext) -> list[str]:
             if apis.last(name) in apis.PADDING_SIGNALS - {"pad"}:
                 out.append((m.label, call.lineno))
         out.extend((m.label, s.lineno) for s in idx.strings if s.value == "attention_mask")
-        out.extend(
-            (m.label, a.lineno) for a in idx.attrs if a.attr in ("attention_mask", "pad_token_id")
-        )
+        # (``pad_token_id`` is not one: nearly every tokenizer or LM config names a pad token,
+        # padded batches show as padding=, a collator, an attention mask or -100 labels.)
+        out.extend((m.label, a.lineno) for a in idx.attrs if a.attr == "attention_mask")
         out.extend((m.label, u.lineno) for u in idx.neg100)
-    out.sort(key=lambda w: (w[0] != rc.label, w[1]))
-    return [f"{f}:{line}" for f, line in out]
+        if m is not rc.walk.sources.main:
+            # A module imported for one name: only the functions the walk ran count (an
+            # audio tower's padding says nothing about an image model's batches).
+            ran = _ran_lines(ran_funcs, m)
+            out = [w for w in out if ran(w[1])]
+        found.extend(out)
+    found.sort(key=lambda w: (w[0] != rc.label, w[1]))
+    return [f"{f}:{line}" for f, line in found]
+
+
+def _ran_lines(ran_funcs: set[tuple[str, int]], m: Module) -> Callable[[int], bool]:
+    """Whether a line of an imported module is in code the walk ran: its top level, or a
+    function called on the way (innermost enclosing function decides)."""
+    ran = {line for file, line in ran_funcs if file == m.label}
+    spans = sorted(
+        (n.lineno, n.end_lineno or n.lineno, n.lineno in ran)
+        for n in ast.walk(m.tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    )
+
+    def check(line: int) -> bool:
+        inner = [span for span in spans if span[0] <= line <= span[1]]
+        return not inner or max(inner, key=lambda span: span[0])[2]
+
+    return check
 
 
 def loss_shape(rc: RuleContext) -> None:

@@ -91,6 +91,7 @@ class RuleContext:
         self.strict = strict or bool(os.environ.get("DDPADVISOR_DEBUG"))
         self.label = walk.sources.main.label
         self._by_class: dict[int, list[tuple[ast.Call, str]]] | None = None
+        self.lora_switched: list[str] = []  # LoRA evidence only a command-line option reaches
         # The facts the running rule declares; None outside a rule (no check).
         self.declared: frozenset[str] | None = None
         self.running = ""
@@ -247,11 +248,19 @@ class RuleContext:
 
     # ------------------------------------------------------------------ wrap order
     def _lora_evidence(self) -> list[str]:
-        out = []
+        """Where adapters are added, on paths every run takes; those only a command-line
+        option or a value the scan does not know takes (``if args.lora_dim > 0:``,
+        ``if lora_rank > 0:`` with a rank from a config) go to :attr:`lora_switched`."""
+        out: list[str] = []
+        self.lora_switched = []
+
+        def seen(where: str, ev: Event | None) -> None:
+            (self.lora_switched if ev is not None and switched(ev) else out).append(where)
+
         for o in self.a.objects.values():
             if o.extra.get("peft"):
                 ev = self.a.by_seq.get(o.extra["peft"])
-                out.append(ev.where if ev else o.where)
+                seen(ev.where if ev else o.where, ev)
         for e in self.a.calls():
             n = apis.last(e.name)
             if n in (
@@ -260,11 +269,16 @@ class RuleContext:
                 "inject_adapter_in_model",
                 "prepare_model_for_kbit_training",
             ) or e.name.startswith(("peft.", "loralib.")):
-                out.append(e.where)
-        built = {id(o.extra.get("class")) for o in self.a.objects.values()}
+                seen(e.where, e)
+        made: dict[int, list[Event]] = {}
+        for e in self.a.calls():
+            built = self.obj(e.result) if e.result is not None else None
+            if built is not None and built.seq == e.seq:  # built by this call
+                made.setdefault(id(built.extra.get("class")), []).append(e)
         for info in self.walk.classes:
-            if "lora" in info.name.lower() and info.object_kind() == V.MODEL and id(info) in built:
-                out.append(f"{info.scope.module.label}:{info.node.lineno}")
+            if "lora" in info.name.lower() and info.object_kind() == V.MODEL and id(info) in made:
+                where = f"{info.scope.module.label}:{info.node.lineno}"
+                seen(where, made[id(info)][0] if all(map(switched, made[id(info)])) else None)
         return out
 
     # ------------------------------------------------------------------ optimisation
@@ -440,6 +454,15 @@ def cli_switched(e: Event) -> bool:
         and c.job not in ("all", "none")
         and (V.ARGDEFAULT in c.taint or "cli" in c.taint)
         for c in e.ctx
+    )
+
+
+def switched(e: Event) -> bool:
+    """Under an ``if`` the run decides: a command-line value, or a test the scan could not
+    evaluate (a config value, a helper's result). Tests on the rank or world size are not
+    switches: both sides run in the same job."""
+    return cli_switched(e) or any(
+        isinstance(c, CondCtx) and c.const is None and not is_rank_cond(c) for c in e.ctx
     )
 
 

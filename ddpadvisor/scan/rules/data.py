@@ -87,7 +87,8 @@ def data_sharding(rc: RuleContext) -> None:
             fact,
             True,
             loader.where,
-            "accelerator.prepare() shards this DataLoader across ranks",
+            f"{loader.extra.get('sharded_by', 'accelerator.prepare()')} shards this DataLoader "
+            "across ranks",
         )
         return
     sampler = loader.kwargs.get("sampler")
@@ -375,7 +376,8 @@ def set_epoch(rc: RuleContext) -> None:
             fact,
             True,
             loader.where,
-            "accelerate's prepared DataLoader sets the sampler epoch itself",
+            f"the DataLoader {loader.extra.get('sharded_by', 'accelerator.prepare()')} returns "
+            "sets the sampler epoch itself",
         )
         return
     samplers = rc.a.objs(V.DSAMPLER)

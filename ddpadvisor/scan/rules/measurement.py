@@ -7,7 +7,7 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Accum, text
-from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.context import Event, FuncCtx
 from ddpadvisor.scan.rules.accumulation import names_the_count
 from ddpadvisor.scan.rules.base import (
     RuleContext,
@@ -34,7 +34,11 @@ def batch_size(rc: RuleContext) -> None:
         return
     bs = loader.kwargs.get("batch_size")
     if bs is None:
-        if loader.kwargs.get("batch_sampler") is None:
+        node = loader.node
+        spread = isinstance(node, ast.Call) and any(k.arg is None for k in node.keywords)
+        # ``DataLoader(ds, **kwargs)``: a dict filled item by item (kwargs["batch_sampler"] =
+        # …) may hold what the scan did not track, so the default is not known to apply.
+        if loader.kwargs.get("batch_sampler") is None and not spread:
             rc.emit("per_gpu_batch_size", 1, loader.where, "DataLoader default batch_size=1")
         return
     n = num(bs)
@@ -56,16 +60,21 @@ def logging(rc: RuleContext) -> None:
         rc.emit("logged_loss_reduction_wrong", False, "", "HF Trainer reduces the logged loss")
         return
     logs: list[Event] = []
+    shown_at: dict[int, Event] = {}  # a log call inside the project's own wrapper: its call
     for e in a.calls():
         n = e.method or apis.last(e.name)
         if n not in apis.LOG_NAMES and apis.last(e.name) not in apis.LOG_NAMES:
             continue
         vals = [*e.args, *e.kwargs.values()]
-        if not any(V.FWD in v.taint for v in vals):
+        if not any(V.FWD in v.taint for v in vals) or _evaluation_only(rc, vals):
             continue
-        if "loss" not in text(e.node, 400).lower() and not _names_a_loss(vals):
+        sites = _wrapper_calls(rc, e)
+        said = " ".join(text(x.node, 400) for x in [e, *sites]).lower()
+        if "loss" not in said and not _names_a_loss(vals):
             continue
         logs.append(e)
+        if sites:
+            shown_at[e.seq] = sites[-1]
     if not logs:
         return
     rank0_unreduced = []
@@ -73,13 +82,14 @@ def logging(rc: RuleContext) -> None:
     for e in logs:
         vals = [*e.args, *e.kwargs.values()]
         is_reduced = any(V.REDUCED in v.taint for v in vals)
+        # The wrapper's own rank test (``if rank == 0: print(msg)``) is in the call's context.
         rank0 = any(is_rank_cond(c) for c in e.ctx) or (
             e.recv is not None and e.recv.kind == V.ACCELERATOR and e.method == "print"
         )
         if is_reduced:
             reduced.append(e)
-        elif rank0:
-            rank0_unreduced.append(e)
+        elif rank0 and not _reduced_in_place(rc, e, vals):
+            rank0_unreduced.append(shown_at.get(e.seq, e))
     scaled = _accum_scaled(rc, logs)
     if scaled is not None:
         e, divisor = scaled
@@ -122,6 +132,64 @@ def logging(rc: RuleContext) -> None:
             e.where,
             f"rank 0 logs its own micro-batch loss without an all_reduce ({e.where})",
         )
+
+
+def _forward_seqs(vals: list[Val]) -> set[int]:
+    return {
+        int(t.split(":", 1)[1])
+        for v in _logged_values(vals)
+        for t in v.taint
+        if t.startswith("fwdseq:") and t.split(":", 1)[1].isdigit()
+    }
+
+
+def _reduced_in_place(rc: RuleContext, log: Event, vals: list[Val]) -> bool:
+    """Before the log call, ``dist.all_reduce(t)`` on a tensor from the same forward passes
+    (``for v in reduced.values(): dist.all_reduce(v)``): the scan cannot tell whether the
+    logged copy is the reduced one, so the log is not known to be rank-local."""
+    seqs = _forward_seqs(vals)
+    if not seqs:
+        return False
+    for e in rc.a.calls():
+        # torch.distributed's collectives work in place; accelerate's reduce() returns a
+        # new tensor, whose taint already says whether the log got it.
+        library = e.recv is None or e.recv.kind in ("symbol", "module")
+        if (
+            e.seq < log.seq
+            and e.args
+            and library
+            and apis.last(e.name) in ("all_reduce", "reduce", "all_reduce_coalesced")
+            and seqs & _forward_seqs([e.args[0]])
+        ):
+            return True
+    return False
+
+
+def _evaluation_only(rc: RuleContext, vals: list[Val]) -> bool:
+    """Every forward pass the logged values come from runs under no_grad / inference_mode:
+    an evaluation loss, not the training loss the rules on logging are about."""
+    forwards = [rc.a.by_seq[n] for n in _forward_seqs(vals) if n in rc.a.by_seq]
+    return bool(forwards) and all(rc.a.under_no_grad(f) for f in forwards)
+
+
+def _wrapper_calls(rc: RuleContext, e: Event) -> list[Event]:
+    """The calls of the project's own logging helpers that handed a log call its value
+    (``print_rank_0(f"loss {loss}")`` -> ``def print_rank_0(msg): ... print(msg)``), innermost
+    first: each one's arguments carry a forward pass's value, as the log call's do."""
+    funcs = [c for c in e.ctx if isinstance(c, FuncCtx)]
+    out: list[Event] = []
+    for fc in reversed(funcs):
+        found = None
+        for call in rc.a.calls_at(fc.call_where):
+            if fc.name in (call.method, apis.last(call.name).removeprefix("local:")) and any(
+                V.FWD in v.taint for v in [*call.args, *call.kwargs.values()]
+            ):
+                found = call
+                break
+        if found is None:
+            break
+        out.append(found)
+    return out
 
 
 def _accum_scaled(rc: RuleContext, logs: list[Event]) -> tuple[Event, str] | None:

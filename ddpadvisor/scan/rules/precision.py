@@ -25,7 +25,7 @@ def precision(rc: RuleContext) -> None:
     if rc.ds is not None:
         rc.warn(f"{rc.ds.where}: DeepSpeed config decides precision and loss scaling")
         return
-    uses_lora = bool(rc._lora_evidence())
+    uses_lora = bool(rc._lora_evidence() or rc.lora_switched)  # adapters may be on
     casts: list[tuple[str, str]] = []
     switched: list[str] = []
     for o in a.objs(V.MODEL):
@@ -137,6 +137,11 @@ def precision(rc: RuleContext) -> None:
         else:
             rc.warn(f"{where}: forward decorated with autocast of unknown dtype")
         return
+    policy = _fsdp_precision_policy(rc)
+    if policy is not None:
+        rc.warn(f"{policy}: FSDP's mixed-precision policy sets the compute dtype; not decided")
+        _scaler(rc, None)
+        return
     rc.emit(
         "precision",
         "fp32",
@@ -144,6 +149,21 @@ def precision(rc: RuleContext) -> None:
         "no autocast and no half-precision cast around the forward",
     )
     _scaler(rc, "fp32")
+
+
+def _fsdp_precision_policy(rc: RuleContext) -> str | None:
+    """Where an FSDP wrap gets a mixed-precision policy (``FSDP(..., mixed_precision=p)``,
+    ``fully_shard(..., mp_policy=p)``) that is not plainly None: it casts the parameters for
+    the forward without any autocast in the loop (llama-cookbook's bf16 policy)."""
+    for o in rc.a.fsdps:
+        ev = rc.a.by_seq.get(o.seq)
+        if ev is None:
+            continue
+        for key in ("mixed_precision", "mp_policy"):
+            val = ev.kwargs.get(key)
+            if val is not None and not (val.known and val.const is None):
+                return ev.where
+    return None
 
 
 def _autocast_decorator(rc: RuleContext) -> tuple[str | None, str] | None:

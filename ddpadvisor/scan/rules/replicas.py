@@ -24,6 +24,11 @@ def lora_and_wrap_order(rc: RuleContext) -> None:
     models = _trained_models(rc)
     if lora:
         rc.emit("uses_lora", True, lora[0], f"LoRA / PEFT adapters ({lora[0]})")
+    elif rc.lora_switched:
+        rc.warn(
+            f"{rc.lora_switched[0]}: LoRA adapters only when a command-line option asks for "
+            "them; uses_lora not decided"
+        )
     elif models:
         rc.emit("uses_lora", False, models[0].where, "no LoRA / PEFT adapters")
     fact = "module_created_after_wrap"
@@ -303,31 +308,40 @@ def _model_known_without_bn(rc: RuleContext) -> bool:
             models = [m] if m is not None else []
         else:
             return False
-    for m in models:
-        if m.canon == "unknown-model":
+    seen: set[int] = set()
+    return all(_model_known(rc, m, seen) for m in models)
+
+
+def _model_known(rc: RuleContext, m: Obj, seen: set[int]) -> bool:
+    """A model built in code the scan read down to torch.nn layers, including the sub-models
+    handed to its constructor (``DETR(backbone, transformer)``: the backbone is built
+    elsewhere, by a factory the class never names)."""
+    if m.ref in seen:
+        return True
+    seen.add(m.ref)
+    if m.canon == "unknown-model":
+        return False
+    hf = m.extra.get("hf_class")
+    arch = m.extra.get("arch")
+    if hf is not None:
+        return not (
+            not any(h in hf for h in apis.HF_TEXT_MODEL_HINTS)
+            and hf.startswith("AutoModel")
+            and hf != "AutoModelForCausalLM"
+        )
+    if arch is not None:
+        return str(arch).lower().startswith(apis.NO_BN_MODEL_PREFIXES)
+    if m.canon.startswith("local:"):
+        info = rc._class_of(m)
+        if info is None or not _class_tree_known(rc, info, set()):
             return False
-        hf = m.extra.get("hf_class")
-        arch = m.extra.get("arch")
-        if hf is not None:
-            if (
-                not any(h in hf for h in apis.HF_TEXT_MODEL_HINTS)
-                and hf.startswith("AutoModel")
-                and hf != "AutoModelForCausalLM"
-            ):
-                return False
-            continue
-        if arch is not None:
-            if not str(arch).lower().startswith(apis.NO_BN_MODEL_PREFIXES):
-                return False
-            continue
-        if m.canon.startswith("local:"):
-            info = rc._class_of(m)
-            if info is None or not _class_tree_known(rc, info, set()):
-                return False
-            continue
-        if not m.canon.startswith("torch.nn."):
-            return False
-    return True
+        for val in [*m.args, *m.kwargs.values(), *m.attrs.values()]:
+            if val.kind in (V.MODEL, V.DDP_MODULE, V.INSTANCE) and val.ref not in (None, m.ref):
+                sub = rc.walk.objects.get(val.ref)
+                if sub is not None and not _model_known(rc, sub, seen):
+                    return False
+        return True
+    return m.canon.startswith("torch.nn.")
 
 
 def _class_calls(rc: RuleContext, info: ClassInfo) -> list[tuple[ast.Call, str]]:
@@ -370,7 +384,7 @@ def _class_tree_known(rc: RuleContext, info: ClassInfo, seen: set[int]) -> bool:
             if canon.startswith("torch.nn.") or name.startswith("nn."):
                 continue
             if canon and not canon.startswith(
-                ("torch", "math", "dataclasses", "collections", "typing")
+                ("torch.", "math.", "dataclasses.", "collections.", "typing.")
             ):
                 return False
     return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text, text
+from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.library import hf_trainer
 from ddpadvisor.scan.rules.base import (
     RuleContext,
@@ -29,6 +30,14 @@ def framework_note(rc: RuleContext) -> None:
         )
 
 
+def _compiles_a_function(e: Event) -> bool:
+    """``@torch.compile(dynamic=True)`` on a helper or ``torch.compile(fn)``: it compiles that
+    function, not the model (a project's loss or log-softmax kernel)."""
+    if not e.args:
+        return True  # the decorator form: it compiles the function defined below it
+    return e.args[0].kind in (V.FUNCTION, V.LAMBDA, "method")
+
+
 def compile(rc: RuleContext) -> None:
     fact = "uses_torch_compile"
     if rc.hf:
@@ -39,7 +48,11 @@ def compile(rc: RuleContext) -> None:
     compiles = [
         e
         for e in rc.a.calls()
-        if (apis.last(e.name) == "compile" and e.name.startswith("torch"))
+        if (
+            apis.last(e.name) == "compile"
+            and e.name.startswith("torch")
+            and not _compiles_a_function(e)
+        )
         or (e.method == "compile" and e.recv is not None and e.recv.kind in (V.MODEL, V.DDP))
     ]
     if not compiles:

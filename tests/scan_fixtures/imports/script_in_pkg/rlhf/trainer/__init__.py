@@ -1,0 +1,3 @@
+from .pair import PairTrainer
+
+__all__ = ["PairTrainer"]

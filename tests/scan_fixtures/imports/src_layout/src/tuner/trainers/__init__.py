@@ -1,0 +1,4 @@
+from .base import BaseRecipe
+from .sft import SFTRecipe
+
+__all__ = ["BaseRecipe", "SFTRecipe"]
