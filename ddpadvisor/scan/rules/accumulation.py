@@ -109,7 +109,8 @@ def accumulation(rc: RuleContext) -> None:
             "optimizer.step() after every backward (no accumulation)",
         )
     elif acc.k is not None and acc.k_default:
-        rc.cli_default("grad_accum_steps", acc.k, acc.k_where)
+        if rc.given_number("grad_accum_steps") is None:
+            rc.cli_default("grad_accum_steps", acc.k, acc.k_where)
     elif acc.k is not None:
         how = "inner micro-batch loop" if acc.style == "inner" else "step counter modulo"
         rc.emit(
@@ -197,10 +198,26 @@ def _divides(op: Op) -> bool:
     return value is not None and 0 < value < 1
 
 
+def _may_accumulate(rc: RuleContext, accum: Accum) -> tuple[bool, int | None]:
+    """Whether the run may accumulate, and its count where one is known. A count that is only
+    a default (``--accum_iter`` defaulting to 1) is not the run's: the run may pass another,
+    so the loss is read as if it accumulates; a count other evidence gives (``--set
+    grad_accum_steps=4``, an attached config) stands for the run's."""
+    k = accum.k
+    if accum.k_default or k is None:
+        given = rc.given_number("grad_accum_steps")
+        if given is not None:
+            return given >= 2, int(given)
+    if accum.k_default:
+        return True, None
+    return bool(accum.accumulates) or k is None, k
+
+
 def _loss_divided(rc: RuleContext, acc: object) -> None:
     a = rc.a
     accum = a.accum
-    if not accum.accumulates and accum.k is not None:
+    may, count = _may_accumulate(rc, accum)
+    if not may:
         return
     if accum.style == "none":
         return
@@ -246,7 +263,7 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
             "dividing the loss",
         )
         return
-    k = f"the {accum.k} accumulation steps" if accum.k else "the accumulation count"
+    k = f"the {count} accumulation steps" if count else "the accumulation count"
     rc.emit(
         "loss_divided_by_accum",
         False,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ddpadvisor.scan import apis
@@ -80,8 +81,17 @@ class UndeclaredFact(AssertionError):
 
 
 class RuleContext:
-    def __init__(self, walk: WalkResult, strict: bool = False) -> None:
+    def __init__(
+        self,
+        walk: WalkResult,
+        strict: bool = False,
+        given: Mapping[str, object] | None = None,
+    ) -> None:
         self.walk = walk
+        # Fact values the run's other evidence supplies (--set, answers, an attached config).
+        # They never become scanned facts; a rule reads them where the code leaves a value
+        # open (a command-line default, an unread config) and would otherwise stop there.
+        self.given: dict[str, object] = dict(given or {})
         self.a = Analysis(walk)
         self.findings: list[Finding] = []
         self.warnings: list[str] = []
@@ -113,6 +123,13 @@ class RuleContext:
             self.emit(fact, value, where, f"{fact}={shown} (command-line default)")
             return
         self.warn(f"{where}: {fact} is {shown}{CLI_DEFAULT_NOTE}pass --set {fact}={shown}")
+
+    def given_number(self, fact: str) -> float | None:
+        """A numeric value other evidence gives for ``fact`` (see :attr:`given`), else None."""
+        v = self.given.get(fact)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None
+        return float(v)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

@@ -7,7 +7,7 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
-from ddpadvisor.scan.context import common_prefix
+from ddpadvisor.scan.context import Event, common_prefix
 from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
@@ -291,6 +291,9 @@ def _sched_ratio(rc: RuleContext) -> None:
             return
         rc.warn(f"{s.where}: scheduler stepped outside the training step loop (per epoch?)")
         return
+    if acc.style == "modulo" and acc.k_default and (acc.k or 0) < 2:
+        _sched_ratio_by_structure(rc, s, sched)
+        return
     runs = [a.runs_at(s, i, win) for i in win.indices]
     step_runs = (
         [a.runs_at(acc.step, i, win) for i in win.indices] if a.in_window(acc.step, win) else None
@@ -327,6 +330,39 @@ def _sched_ratio(rc: RuleContext) -> None:
             "scheduler stepped once per optimizer step",
         )
     _total_steps(rc, sched)
+
+
+def _sched_ratio_by_structure(rc: RuleContext, s: Event, sched: Obj | None) -> None:
+    """The accumulation count is only a default of 1, so simulating the window says nothing:
+    a scheduler step under the ``if`` that steps the optimizer runs once per optimizer step,
+    one outside it on every micro-batch, that is ``k`` times per step for the run's ``k``
+    (given by other evidence, else unknown)."""
+    guard = rc.a.accum.boundary
+    if guard is None:
+        return
+    if any(c is guard for c in s.ctx):
+        rc.emit(
+            "scheduler_steps_per_optimizer_step",
+            1.0,
+            s.where,
+            "scheduler stepped with the optimizer, under the same condition",
+        )
+        _total_steps(rc, sched)
+        return
+    k = rc.given_number("grad_accum_steps")
+    if k is None:
+        rc.warn(
+            f"{s.where}: scheduler.step() runs on every micro-batch, outside the step's "
+            f"condition ({guard.file}:{guard.line}); steps per optimizer step = the run's "
+            "accumulation count, which only a command-line default gives"
+        )
+        return
+    rc.emit(
+        "scheduler_steps_per_optimizer_step",
+        float(k),
+        s.where,
+        f"scheduler.step() on every micro-batch ({s.where}), {k:g} per optimizer step",
+    )
 
 
 def _total_steps(rc: RuleContext, sched: Obj | None) -> None:
