@@ -56,6 +56,52 @@ TORCH_SCHEDULERS = {
     "PolynomialLR",
     "CosineLRScheduler",  # timm
 }
+# How each scheduler constructor the scan knows sets its warmup (kb fact warmup_steps):
+# the keyword (and position, counting the optimizer as 0) that holds the warmup length and
+# the library's default when it is not passed. A scheduler missing here (a factory such as
+# timm's ``create_scheduler(args, optimizer)``, a class of the project's own, OneCycleLR's
+# ramp, a SequentialLR of others) leaves the warmup undecided.
+#   timm: https://github.com/huggingface/pytorch-image-models/blob/main/timm/scheduler/cosine_lr.py
+#   (warmup_t=0), step_lr.py, multistep_lr.py, plateau_lr.py, poly_lr.py, tanh_lr.py
+SCHEDULER_WARMUP: dict[str, tuple[str, int | None, int]] = {
+    "CosineLRScheduler": ("warmup_t", None, 0),
+    "StepLRScheduler": ("warmup_t", None, 0),
+    "MultiStepLRScheduler": ("warmup_t", None, 0),
+    "PlateauLRScheduler": ("warmup_t", None, 0),
+    "PolyLRScheduler": ("warmup_t", None, 0),
+    "TanhLRScheduler": ("warmup_t", None, 0),
+}
+# torch.optim.lr_scheduler classes that never start below the base learning rate.
+# (OneCycleLR and CyclicLR ramp up; ConstantLR and LinearLR start lower; LambdaLR and
+# MultiplicativeLR do what their function says; SequentialLR/ChainedScheduler what their
+# members do.)
+NO_WARMUP_SCHEDULERS = {
+    "StepLR",
+    "MultiStepLR",
+    "ExponentialLR",
+    "CosineAnnealingLR",
+    "ReduceLROnPlateau",
+    "PolynomialLR",
+    "CosineAnnealingWarmRestarts",
+}
+# Calls that take the optimizer and cannot change its learning rate.
+OPTIMIZER_CONSUMERS = {
+    "prepare",
+    "setup",
+    "setup_optimizers",
+    "step",
+    "unscale_",
+    "update",
+    "zero_grad",
+    "state_dict",
+    "load_state_dict",
+    "save",
+    "print",
+    "clip_gradients",
+    "clip_grad_norm_",
+    "backward",
+}
+
 # Schedulers meant to be stepped once per epoch when used on their own.
 EPOCH_SCHEDULERS = {"StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau"}
 
