@@ -18,6 +18,7 @@ from ddpadvisor.scan.rules.base import (
     num,
 )
 from ddpadvisor.scan.source import dotted
+from ddpadvisor.scan.values import Val
 
 
 def precision(rc: RuleContext) -> None:
@@ -210,14 +211,47 @@ def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None
         )
 
 
+# Keywords that hand a clipping threshold to a helper the scan does not read (a loss-scaler
+# wrapper's ``clip_grad=``, a framework's ``max_norm=``): the helper clips when it is set.
+TORCH_CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
+CLIP_KEYWORDS = ("clip_grad", "max_norm", "max_grad_norm", "clip_value", "grad_clip", "clip_norm")
+
+
+def _clip_named(e: Event) -> bool:
+    """A call that clips by its name: torch's clip_grad_norm_/clip_grad_value_, a wrapper's or
+    framework's own (``fabric.clip_gradients``, ``accelerator.clip_grad_norm_``, timm's
+    ``dispatch_clip_grad``)."""
+    low = apis.last(e.name).lower() or (e.method or "").lower()
+    return "clip" in low and "grad" in low
+
+
+def _clip_threshold(e: Event) -> Val | None:
+    """The threshold a clipping call or a helper's keyword passes, when it passes one."""
+    for key in CLIP_KEYWORDS:
+        if key in e.kwargs:
+            return e.kwargs[key]
+    return None
+
+
 def _clip_events(rc: RuleContext) -> list[Event]:
-    return [
-        e
-        for e in rc.a.calls()
-        if apis.last(e.name)
-        in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
-        or e.method in ("clip_grad_norm_", "clip_grad_value_")
-    ]
+    """Calls that clip: named for it, or a call into code the scan does not read that gets a
+    clipping threshold (``loss_scaler(loss, opt, clip_grad=args.clip_grad)``); a threshold
+    written as None is no clipping."""
+    out = []
+    for e in rc.a.calls():
+        threshold = _clip_threshold(e)
+        none = threshold is not None and threshold.known and threshold.const is None
+        if none and V.ARGDEFAULT not in threshold.taint:
+            continue
+        opaque_helper = (
+            threshold is not None
+            and bool(e.name)
+            and not e.name.startswith(("local:", "."))
+            and apis.last(e.name)[:1].islower()
+        )
+        if _clip_named(e) or opaque_helper:
+            out.append(e)
+    return out
 
 
 def clipping(rc: RuleContext) -> None:
@@ -283,8 +317,10 @@ def clipping(rc: RuleContext) -> None:
         return
     clip = clips[0]
     # Whether it clips may hang on a switch; where it clips (before unscale_, inside no_sync)
-    # is decided either way, and means something only if it does.
-    _unscale(rc, clip)
+    # is decided either way, and means something only if it does. A helper or framework call
+    # that clips (fabric.clip_gradients, a loss scaler's clip_grad=) unscales as it sees fit.
+    if apis.last(clip.name) in TORCH_CLIPS or clip.method in TORCH_CLIPS:
+        _unscale(rc, clip)
     _clip_local(rc, clip)
     for c in clip.conds():
         if c.const is not None:  # a command-line switch: only its default is known
@@ -293,6 +329,14 @@ def clipping(rc: RuleContext) -> None:
         if c.const is None and not is_rank_cond(c) and not _structural(rc, c):
             rc.warn(f"{clip.where}: clipping runs only when {text(c.test)}; not decided")
             return
+    threshold = _clip_threshold(clip)
+    if threshold is not None and V.ARGDEFAULT in threshold.taint and threshold.known:
+        on = threshold.const is not None and threshold.const is not False and threshold.const != 0
+        rc.cli_default("uses_grad_clipping", on, clip.where)
+        return
+    if threshold is not None and not threshold.known and not _clip_named(clip):
+        rc.warn(f"{clip.where}: {clip.name}() clips when its threshold is set; not decided")
+        return
     rc.emit("uses_grad_clipping", True, clip.where, f"gradients clipped ({clip.where})")
 
 
