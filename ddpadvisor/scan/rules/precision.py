@@ -240,8 +240,12 @@ def _clip_events(rc: RuleContext) -> list[Event]:
     out = []
     for e in rc.a.calls():
         threshold = _clip_threshold(e)
-        none = threshold is not None and threshold.known and threshold.const is None
-        if none and V.ARGDEFAULT not in threshold.taint:
+        if (
+            threshold is not None
+            and threshold.known
+            and threshold.const is None
+            and V.ARGDEFAULT not in threshold.taint
+        ):
             continue
         opaque_helper = (
             threshold is not None
