@@ -145,8 +145,32 @@ BN_MODEL_PREFIXES = (
     "retinanet",
     "r3d",
     "r2plus1d",
+    "maxvit",
 )
-NO_BN_MODEL_PREFIXES = ("vit_", "swin_", "maxvit", "alexnet", "convnext_", "vgg11", "vgg13")
+# (MaxViT's MBConv blocks use BatchNorm2d in torchvision and timm, so it is not listed.)
+NO_BN_MODEL_PREFIXES = ("vit_", "swin_", "alexnet", "convnext_", "vgg11", "vgg13")
+
+# diffusers / HF model classes built only from GroupNorm and LayerNorm (UNets, VAEs,
+# diffusion transformers, text encoders). A class named nowhere here, such as
+# ResNetForImageClassification or a project's own, is not known to be free of BatchNorm.
+HF_NO_BN_CLASS_HINTS = (
+    "UNet2D",
+    "UNet3D",
+    "UNetSpatioTemporal",
+    "Autoencoder",
+    "VQModel",
+    "Transformer2DModel",
+    "Transformer3DModel",
+    "SD3Transformer",
+    "FluxTransformer",
+    "PriorTransformer",
+    "ControlNetModel",
+    "CLIPTextModel",
+    "CLIPVisionModel",
+    "T5EncoderModel",
+    "ViTModel",
+    "ViTForImageClassification",
+)
 
 # HF AutoModel classes for text models: no BatchNorm anywhere.
 HF_TEXT_MODEL_HINTS = (

@@ -115,8 +115,10 @@ def pure_builtin(c: Call) -> Val:
 
 @symbol("getattr")
 def getattr_(c: Call) -> Val | None:
+    """``getattr(obj, "name")``; a name that is only a command-line default
+    (``getattr(torchvision.models, args.arch)``) picks nothing: the run may name another."""
     args = c.args
-    if len(args) < 2 or not args[1].known:
+    if len(args) < 2 or not args[1].known or args[1].taint & {V.ARGDEFAULT, V.UNBOUND}:
         return None
     got = c.w.attribute(args[0], str(args[1].const), c.frame)
     if got is UNKNOWN and len(args) >= 3:
@@ -479,10 +481,16 @@ def vision_model(c: Call) -> Val:
 
 @symbol(names=("create_model", "get_model"))
 def model_factory(c: Call) -> Val | None:
+    """A model chosen by name. A name that is only a command-line default is not the run's
+    architecture (``extra["arch_default"]`` keeps it for the note asking for --set)."""
     if c.canon.split(".")[0] not in ("timm", "torchvision", "models"):
         return None
     obj = c.w.new_obj(V.MODEL, c.node, c.frame, canon=c.canon)
-    arch = const(c.a0)
+    name = c.ev.kwargs.get("model_name") or c.a0
+    arch = const(name)
+    if name is not None and arch is not None and name.taint & {V.ARGDEFAULT, V.UNBOUND}:
+        obj.extra["arch_default"] = str(arch)
+        arch = None
     obj.extra["arch"] = str(arch) if arch is not None else None
     return Val(kind=V.MODEL, ref=obj.ref)
 

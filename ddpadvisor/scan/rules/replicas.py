@@ -4,17 +4,19 @@ buffers (kb/causes/replicas.yaml)."""
 from __future__ import annotations
 
 import ast
+import builtins
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text
-from ddpadvisor.scan.interp import ClassInfo
+from ddpadvisor.scan.interp import ClassInfo, FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     cli_switched,
     exclusive,
     is_rank_cond,
 )
+from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
 
 
@@ -251,8 +253,14 @@ def batchnorm(rc: RuleContext) -> None:
             bn.append(o.where)
     syncbn = [o.extra["syncbn"] for o in a.objects.values() if o.extra.get("syncbn")]
     syncbn_ctor = [e for e in a.calls() if apis.last(e.name) == "SyncBatchNorm"]
-    if bn:
+    picked = [o for o in a.objs(V.MODEL) if o.extra.get("chosen_by_default")]
+    if bn and picked:
+        rc.cli_default("has_batchnorm", True, picked[0].where)
+    elif bn:
         rc.emit("has_batchnorm", True, bn[0], f"BatchNorm layers ({bn[0]})")
+    elif by_default := _arch_by_default(rc):
+        o, has = by_default
+        rc.cli_default("has_batchnorm", has, o.where)
     elif _model_known_without_bn(rc):
         models = [o for o in a.objs(V.MODEL) if o.wrapped_by] or a.objs(V.MODEL)
         rc.emit(
@@ -279,6 +287,20 @@ def batchnorm(rc: RuleContext) -> None:
         )
 
 
+def _arch_by_default(rc: RuleContext) -> tuple[Obj, bool] | None:
+    """A model chosen by a name that is only a command-line default (``create_model(
+    args.model)``, ``--model resnet50``): what that default would mean, for the --set note."""
+    for o in rc.a.objs(V.MODEL):
+        name = str(o.extra.get("arch_default") or "").lower()
+        if not name:
+            continue
+        if name.startswith(apis.BN_MODEL_PREFIXES):
+            return o, True
+        if name.startswith(apis.NO_BN_MODEL_PREFIXES):
+            return o, False
+    return None
+
+
 def _model_known_without_bn(rc: RuleContext) -> bool:
     a = rc.a
     models = [rc.walk.objects[o.wraps] for o in a.ddps if o.wraps in rc.walk.objects]
@@ -295,17 +317,17 @@ def _model_known_without_bn(rc: RuleContext) -> bool:
         hf = m.extra.get("hf_class")
         arch = m.extra.get("arch")
         if hf is not None:
-            if (
-                not any(h in hf for h in apis.HF_TEXT_MODEL_HINTS)
-                and hf.startswith("AutoModel")
-                and hf != "AutoModelForCausalLM"
-            ):
-                return False
-            continue
+            # a text model (any class, or a causal-LM auto class), or a class known to be
+            # built from GroupNorm/LayerNorm only; any other class may hold BatchNorm
+            if any(h in hf for h in (*apis.HF_TEXT_MODEL_HINTS, *apis.HF_NO_BN_CLASS_HINTS)):
+                continue
+            return False
         if arch is not None:
             if not str(arch).lower().startswith(apis.NO_BN_MODEL_PREFIXES):
                 return False
             continue
+        if m.extra.get("chosen_by_default"):
+            return False  # a class picked from a table by a command-line default
         if m.canon.startswith("local:"):
             info = rc._class_of(m)
             if info is None or not _class_tree_known(rc, info, set()):
@@ -328,38 +350,78 @@ def _class_calls(rc: RuleContext, info: ClassInfo) -> list[tuple[ast.Call, str]]
 
 
 def _class_tree_known(rc: RuleContext, info: ClassInfo, seen: set[int]) -> bool:
-    """Every sub-module the class builds is from torch.nn or another local class."""
+    """Every sub-module the class builds is from torch.nn or another class the scan reads. A
+    layer built by a value the scan cannot name (``block(...)`` of a parameter,
+    ``getattr(nn, name)(...)``, ``eval(m)(...)`` from a YAML file, ``registry[name](...)``, a
+    builder imported from code it does not read such as ``build_norm_layer(cfg)``) may be a
+    BatchNorm: the tree is not known."""
     if id(info) in seen:
         return True
     seen.add(id(info))
     glob = info.scope.globals
     for cls in info.mro():
-        for _call, name in _class_calls(rc, cls):
-            if not name:
-                continue
-            head = name.split(".")[0]
-            val = glob.get(head)
-            canon = (
-                (val.canon or "") + name[len(head) :]
-                if val is not None and val.kind == "symbol"
-                else ""
-            )
-            if val is not None and val.kind == "class" and isinstance(val.const, ClassInfo):
-                if val.const.object_kind() == V.MODEL and not _class_tree_known(
-                    rc, val.const, seen
-                ):
-                    return False
-                continue
-            last = apis.last(name)
-            if not last[:1].isupper():
-                continue
-            if canon.startswith("torch.nn.") or name.startswith("nn."):
-                continue
-            if canon and not canon.startswith(
-                ("torch", "math", "dataclasses", "collections", "typing")
-            ):
+        for call, name in _class_calls(rc, cls):
+            if not _call_known(rc, call, name, glob, seen, 0):
                 return False
     return True
+
+
+_SAFE_CANON = ("torch", "math", "dataclasses", "collections", "typing", "functools", "itertools")
+
+
+def _call_known(
+    rc: RuleContext,
+    call: ast.Call,
+    name: str,
+    glob: dict[str, Val],
+    seen: set[int],
+    depth: int,
+) -> bool:
+    """Whether this call inside a model's code cannot build a layer the scan does not see."""
+    if not name:
+        func = call.func
+        # ``registry[name](...)``, ``getattr(nn, kind)(...)``, ``eval(m)(...)``: built by name
+        return not isinstance(func, (ast.Subscript, ast.Call))
+    head = name.split(".")[0]
+    if head in ("self", "cls", "super"):
+        return True  # the class's own methods are read with it
+    val = glob.get(head)
+    if val is None:
+        if "." in name:
+            return True  # a method of a local value (x.view, layers.append)
+        if name in _BUILD_BY_TEXT:
+            return False
+        # a builtin, or a local name or parameter called as a constructor (``block(...)``,
+        # ``norm_layer(dim)``): a layer class chosen by the caller
+        return name in _BUILTINS
+    if val.kind == "class" and isinstance(val.const, ClassInfo):
+        return val.const.object_kind() != V.MODEL or _class_tree_known(rc, val.const, seen)
+    if val.kind == V.FUNCTION and isinstance(val.const, FuncRef):
+        return depth < 4 and _function_known(rc, val.const, seen, depth + 1)
+    canon = (val.canon or "") + name[len(head) :] if val.kind == "symbol" else ""
+    if canon.startswith("torch.nn.") or name.startswith("nn."):
+        return True
+    if canon:
+        return canon.startswith(_SAFE_CANON)
+    return True  # a constant or data value of the module's own
+
+
+def _function_known(rc: RuleContext, ref: FuncRef, seen: set[int], depth: int) -> bool:
+    """A helper of the model's module (``def conv_bn(...)``): its calls, read the same way."""
+    if id(ref.node) in seen:
+        return True
+    seen.add(id(ref.node))
+    glob = ref.scope.globals
+    for sub in ast.walk(ref.node):
+        if isinstance(sub, ast.Call) and not _call_known(
+            rc, sub, dotted(sub.func), glob, seen, depth
+        ):
+            return False
+    return True
+
+
+_BUILD_BY_TEXT = {"eval", "exec", "__import__"}
+_BUILTINS = frozenset(dir(builtins)) - _BUILD_BY_TEXT
 
 
 def broadcast_buffers(rc: RuleContext) -> None:
