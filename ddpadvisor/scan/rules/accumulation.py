@@ -931,6 +931,15 @@ def loss_shape(rc: RuleContext) -> None:
         or any(o.canon == "tokenizer" or "Tokenizer" in o.canon for o in a.objects.values())
         or any(e.result is not None and e.result.kind == "tokenizer" for e in a.events)
     )
+    dense = _dense_loss(rc, loss) if signals and loss is not None else None
+    if dense is not None:
+        # captions padded for a text encoder, an image regressed: padding of a conditioning
+        # input, not a loss averaged over tokens of varying count
+        rc.warn(
+            f"{signals[0]}: padding found, but the trained loss is {dense} on dense outputs; "
+            "variable-length sequences not decided"
+        )
+        return
     if signals:
         rc.emit(
             "variable_length_sequences",
@@ -994,6 +1003,39 @@ def loss_shape(rc: RuleContext) -> None:
             where,
             f"per-rank mean over this batch's tokens ({where}): ranks with few tokens weigh as much as full ones",
         )
+
+
+# Losses that regress dense outputs (pixels, latents, noise) rather than classify tokens.
+DENSE_LOSSES = {
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "MSELoss",
+    "L1Loss",
+    "SmoothL1Loss",
+    "HuberLoss",
+}
+
+
+TOKEN_LOSSES = {"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"}
+
+
+def _dense_loss(rc: RuleContext, loss: Val) -> str | None:
+    """The regression loss the step trains on (``F.mse_loss(pred, noise)``, an ``MSELoss``
+    criterion) when the step computes no token loss (no cross-entropy, no model called with
+    ``labels=``); None otherwise."""
+    b = rc.a.main_backward
+    if b is None or V.FWD not in loss.taint:
+        return None
+    loops = b.loops()
+    scope = [e for e in rc.a.calls() if not loops or loops[-1] in e.ctx]
+    names = {apis.last(e.name) or (e.method or "") for e in scope}
+    names |= {apis.last(o.canon) for o in rc.a.objs(V.CRITERION)}
+    if names & TOKEN_LOSSES or any("labels" in e.kwargs for e in scope):
+        return None
+    dense = sorted(names & DENSE_LOSSES)
+    return dense[0] if dense else None
 
 
 def _loss_line(rc: RuleContext, loss: Val) -> str | None:
