@@ -18,7 +18,7 @@ from ddpadvisor.scan.rules.base import (
     num,
 )
 from ddpadvisor.scan.source import dotted
-from ddpadvisor.scan.values import Val
+from ddpadvisor.scan.values import Obj, Val
 
 
 def precision(rc: RuleContext) -> None:
@@ -29,7 +29,7 @@ def precision(rc: RuleContext) -> None:
     uses_lora = bool(rc._lora_evidence())
     casts: list[tuple[str, str]] = []
     switched: list[str] = []
-    for o in a.objs(V.MODEL):
+    for o in _trained_models(rc):
         for dtype, ev in o.extra.get("casts", []):
             casts.append((dtype, ev.where))
             if cli_switched(ev):
@@ -147,6 +147,21 @@ def precision(rc: RuleContext) -> None:
     _scaler(rc, "fp32")
 
 
+def _trained_models(rc: RuleContext) -> list[Obj]:
+    """The models whose dtype is the training precision: those wrapped for DDP (or prepared
+    by a framework) or whose parameters the optimizer holds. A frozen helper cast to half
+    (diffusers' ``vae.to(dtype=weight_dtype)``, a text encoder) trains nothing. When the scan
+    cannot tell which model trains, every model counts."""
+    models = rc.a.objs(V.MODEL)
+    trained = {o.ref for o in models if o.wrapped_by is not None}
+    for opt in rc.a.objs(V.OPTIMIZER):
+        params = opt.kwargs.get("params") or (opt.args[0] if opt.args else None)
+        if params is not None and params.ref is not None:
+            trained.add(params.ref)
+    kept = [o for o in models if o.ref in trained]
+    return kept or models
+
+
 def _autocast_decorator(rc: RuleContext) -> tuple[str | None, str] | None:
     """``@torch.autocast(...)`` on the forward of a model class built in the script."""
     for o in rc.a.objs(V.MODEL):
@@ -201,6 +216,8 @@ def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None
                 f"{s.where}: GradScaler enabled at run time ({text(kw_node(s.node, 'enabled'))})"
             )
         return
+    if rc.acc:
+        return  # accelerate scales fp16 losses itself when its mixed precision asks for it
     if rc.a.main_backward is not None and rc.a.opt_steps:
         step = rc.a.main_step or rc.a.opt_steps[0]
         rc.emit(
