@@ -414,11 +414,14 @@ def _sched_ratio(rc: RuleContext) -> None:
     sched = rc.obj(s.recv)
     name = apis.last(sched.canon) if sched else ""
     if acc.style == "framework":
-        rc.emit(
-            "scheduler_steps_per_optimizer_step",
-            1.0,
-            s.where,
-            "accelerate steps the scheduler only on real optimizer steps",
+        # accelerate's prepared scheduler skips the micro-steps, but on a real step it steps
+        # the wrapped scheduler num_processes times unless split_batches is set
+        # (https://github.com/huggingface/accelerate/blob/main/src/accelerate/scheduler.py):
+        # scripts multiply their schedule lengths by the world size to match, so the count
+        # per optimizer step is the world size, not a constant the code shows
+        rc.warn(
+            f"{s.where}: accelerate steps a prepared scheduler once per process on each "
+            "optimizer step (split_batches=False); scheduler steps per optimizer step not decided"
         )
         return
     win = a.window
