@@ -399,10 +399,18 @@ class Analysis:
 
     def _framework_accum(self, b: Event | None, s: Event | None, w: WithCtx) -> Accum:
         acc = next(iter(self.objs(V.ACCELERATOR)), None)
+        # Accelerator's default of 1 is only a default: ``accelerate launch
+        # --gradient_accumulation_steps`` sets ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which
+        # the constructor reads when no plugin is given (accelerate/accelerator.py).
         k: int | None = 1
-        dflt = False
+        dflt = True
         if acc is not None and "gradient_accumulation_steps" in acc.kwargs:
             k, _, dflt = self._count(acc.kwargs["gradient_accumulation_steps"])
+        elif acc is not None and (
+            "gradient_accumulation_plugin" in acc.kwargs
+            or (isinstance(acc.node, ast.Call) and any(kw.arg is None for kw in acc.node.keywords))
+        ):
+            k = None  # a plugin's num_steps, or keywords the scan cannot list
         return Accum(
             "framework", k=k, k_where=f"{w.file}:{w.line}", step=s, backward=b, k_default=dflt
         )

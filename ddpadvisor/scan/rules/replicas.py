@@ -9,6 +9,7 @@ import builtins
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text
+from ddpadvisor.scan.context import CondCtx, Event
 from ddpadvisor.scan.interp import ClassInfo, FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
@@ -24,7 +25,13 @@ def lora_and_wrap_order(rc: RuleContext) -> None:
     a = rc.a
     lora = rc._lora_evidence()
     models = _trained_models(rc)
-    if lora:
+    switched = _lora_switched(rc, lora) if lora else None
+    if switched == "cli":
+        # ``if args.use_lora: model = get_peft_model(...)``: the run's option decides
+        rc.cli_default("uses_lora", True, lora[0])
+    elif switched == "open":
+        rc.warn(f"{lora[0]}: LoRA adapters are added only on one side of an if; not decided")
+    elif lora:
         rc.emit("uses_lora", True, lora[0], f"LoRA / PEFT adapters ({lora[0]})")
     elif models:
         rc.emit("uses_lora", False, models[0].where, "no LoRA / PEFT adapters")
@@ -240,6 +247,28 @@ def _trained_models(rc: RuleContext) -> list[Obj]:
     if not models or any(m.canon == "unknown-model" for m in models):
         return []
     return models
+
+
+def _lora_switched(rc: RuleContext, lora: list[str]) -> str | None:
+    """Whether every piece of LoRA evidence sits under an ``if`` that may not run: "cli" when
+    a command-line option decides it, "open" when the scan cannot decide it (an option of a
+    parser it cannot read, a config), None when some evidence always runs."""
+    events = [e for e in rc.a.events if e.where in set(lora)]
+    if not events or {e.where for e in events} < set(lora):
+        return None
+    if all(cli_switched(e) for e in events):
+        return "cli"
+
+    def undecided(e: Event) -> bool:
+        return any(
+            isinstance(c, CondCtx)
+            and c.const is None
+            and not is_rank_cond(c)
+            and V.WORLD not in c.taint
+            for c in e.ctx
+        )
+
+    return "open" if all(undecided(e) for e in events) else None
 
 
 def batchnorm(rc: RuleContext) -> None:
