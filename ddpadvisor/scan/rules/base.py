@@ -19,6 +19,7 @@ from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Analysis, eval_at, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
 from ddpadvisor.scan.interp import ClassInfo, WalkResult
+from ddpadvisor.scan.library.common import TRAINING_ARGS
 from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
 
@@ -187,7 +188,12 @@ class RuleContext:
             args = self.obj(tr.kwargs.get("args"))
             if args is not None and args.kind in (V.TRAINING_ARGS, V.INSTANCE):
                 return args
-        found = self.a.objs(V.TRAINING_ARGS)
+        found = self.a.objs(V.TRAINING_ARGS) or [
+            o
+            for o in self.a.objs(V.INSTANCE)
+            if (info := self._class_of(o)) is not None
+            and any(apis.last(b) in TRAINING_ARGS for b in info.external_bases())
+        ]
         return found[0] if found else None
 
     def hf_arg(self, name: str) -> tuple[Val | None, str]:
@@ -195,8 +201,8 @@ class RuleContext:
         args = self.training_args()
         if args is None:
             return None, ""
-        if name in args.kwargs:
-            val = args.kwargs[name]
+        if name in args.kwargs or name in args.attrs:
+            val = args.kwargs[name] if name in args.kwargs else args.attrs[name]
             if V.ARGDEFAULT in val.taint or V.UNBOUND in val.taint:
                 return None, args.where  # the script passes its own command-line value
             return val, args.where
