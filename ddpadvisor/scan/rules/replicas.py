@@ -274,17 +274,28 @@ def _lora_switched(rc: RuleContext, lora: list[str]) -> str | None:
 def batchnorm(rc: RuleContext) -> None:
     a = rc.a
     bn: list[str] = []
+    bn_objs: list[Obj] = []
     for o in a.objs(V.MODEL):
-        if o.extra.get("nn") in apis.BN_CLASSES:
-            bn.append(o.where)
         arch = o.extra.get("arch")
-        if isinstance(arch, str) and arch.lower().startswith(apis.BN_MODEL_PREFIXES):
+        if o.extra.get("nn") in apis.BN_CLASSES or (
+            isinstance(arch, str) and arch.lower().startswith(apis.BN_MODEL_PREFIXES)
+        ):
             bn.append(o.where)
+            bn_objs.append(o)
     syncbn = [o.extra["syncbn"] for o in a.objects.values() if o.extra.get("syncbn")]
     syncbn_ctor = [e for e in a.calls() if apis.last(e.name) == "SyncBatchNorm"]
     picked = [o for o in a.objs(V.MODEL) if o.extra.get("chosen_by_default")]
+    made = [a.by_seq.get(o.seq) for o in bn_objs]
+    optional = bool(made) and all(e is not None and _may_not_run(e) for e in made)
     if bn and picked:
         rc.cli_default("has_batchnorm", True, picked[0].where)
+    elif optional:
+        # ``if use_bn: layers.append(nn.BatchNorm1d(...))`` with use_bn from an option
+        first = next(e for e in made if e is not None)
+        if all(e is not None and cli_switched(e) and _default_runs(e) for e in made):
+            rc.cli_default("has_batchnorm", True, first.where)
+        else:
+            rc.warn(f"{first.where}: BatchNorm is built only on one side of an if; not decided")
     elif bn:
         rc.emit("has_batchnorm", True, bn[0], f"BatchNorm layers ({bn[0]})")
     elif by_default := _arch_by_default(rc):
@@ -305,6 +316,10 @@ def batchnorm(rc: RuleContext) -> None:
             # ``if args.sync_bn: convert_sync_batchnorm(...)``: the run's flags decide.
             rc.warn(f"{where}: SyncBatchNorm conversion depends on a command-line switch")
             return
+        if events and all(_may_not_run(e) for e in events):
+            # ``if utils.has_batchnorms(model): convert...``: runs only when the if holds
+            rc.warn(f"{where}: SyncBatchNorm conversion runs only on one side of an if")
+            return
         rc.emit("uses_syncbn", True, where, "converted to SyncBatchNorm")
     elif bn and (a.ddps or rc.hf):
         where = a.ddps[0].where if a.ddps else bn[0]
@@ -314,6 +329,27 @@ def batchnorm(rc: RuleContext) -> None:
             where,
             f"BatchNorm not converted to SyncBatchNorm before the DDP wrap ({where})",
         )
+
+
+def _may_not_run(e: Event) -> bool:
+    """Under an ``if`` the scan cannot decide, or one a command-line option decides; tests on
+    the rank or world size do not count (every rank of a multi-GPU job takes its side)."""
+    return any(
+        isinstance(c, CondCtx)
+        and not is_rank_cond(c)
+        and V.WORLD not in c.taint
+        and (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint)
+        for c in e.ctx
+    )
+
+
+def _default_runs(e: Event) -> bool:
+    """Every option-decided ``if`` around the event takes its side with the defaults."""
+    return all(
+        c.const is not None and bool(c.const) == c.branch
+        for c in e.ctx
+        if isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint)
+    )
 
 
 def _arch_by_default(rc: RuleContext) -> tuple[Obj, bool] | None:
