@@ -41,6 +41,15 @@ def compile(rc: RuleContext) -> None:
         for e in rc.a.calls()
         if (apis.last(e.name) == "compile" and e.name.startswith("torch"))
         or (e.method == "compile" and e.recv is not None and e.recv.kind in (V.MODEL, V.DDP))
+        # a wrapper's own compile (timm's ``task.compile(backend=...)``) on an object the
+        # scan does not know: not a regex or a symbol of another library
+        or (
+            e.method == "compile"
+            and e.recv is not None
+            and e.recv.kind in (None, V.INSTANCE)
+            and e.name.split(".")[0] not in ("re", "regex", "jax", "tf", "keras")
+            and ("backend" in e.kwargs or "mode" in e.kwargs or "fullgraph" in e.kwargs)
+        )
     ]
     if not compiles:
         if rc.a.main_backward is not None:
