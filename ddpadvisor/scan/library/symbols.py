@@ -540,10 +540,27 @@ def spawn(c: Call) -> Val | None:
 
 @symbol("fire.Fire", names=("Fire", "run", "cli", "CLI", "main"))
 def cli_entry(c: Call) -> Val | None:
+    """``fire.Fire(main)``, jsonargparse's ``CLI(setup)``, ``typer.run(main)``: the function's
+    parameters are command-line options, so a literal default is only a default."""
     a0 = c.a0
     if a0 is None or a0.kind != V.FUNCTION or not isinstance(a0.const, FuncRef):
         return None
-    return c.w.inline(a0.const, [], {}, None, None, c.frame, c.ctx)
+    return c.w.inline(a0.const, [], _option_defaults(a0.const.node), None, None, c.frame, c.ctx)
+
+
+def _option_defaults(fn: ast.AST) -> dict[str, Val]:
+    """The literal defaults of a CLI entry's parameters, marked as command-line defaults."""
+    args = getattr(fn, "args", None)
+    if not isinstance(args, ast.arguments):
+        return {}
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+    pairs += [(p, d) for p, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return {
+        p.arg: Val(const=d.value, taint=frozenset({V.ARGDEFAULT}))
+        for p, d in pairs
+        if isinstance(d, ast.Constant)
+    }
 
 
 @symbol("torch.load", when=lambda canon, n: n == "load" and canon.startswith("torch"))
