@@ -196,13 +196,17 @@ class RuleContext:
         ]
         return found[0] if found else None
 
-    def hf_arg(self, name: str) -> tuple[Val | None, str]:
-        """A TrainingArguments field: (value or None when set on the command line, where)."""
+    def hf_arg(self, name: str, *, flow: bool = False) -> tuple[Val | None, str]:
+        """A TrainingArguments field: (value or None when set on the command line, where).
+        ``flow``: the value as the script computes it even when it starts from a command-line
+        value (``learning_rate=args.lr * world_size``: its world-size factor is the code's)."""
         args = self.training_args()
         if args is None:
             return None, ""
         if name in args.kwargs or name in args.attrs:
             val = args.kwargs[name] if name in args.kwargs else args.attrs[name]
+            if flow:
+                return val, args.where
             if V.ARGDEFAULT in val.taint or V.UNBOUND in val.taint:
                 return None, args.where  # the script passes its own command-line value
             return val, args.where

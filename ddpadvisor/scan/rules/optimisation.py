@@ -22,7 +22,7 @@ from ddpadvisor.scan.values import Obj, Val
 
 def lr_scaling(rc: RuleContext) -> None:
     if rc.hf:
-        val, where = rc.hf_arg("learning_rate")
+        val, where = rc.hf_arg("learning_rate", flow=True)
         if val is not None:
             _lr_value(rc, val, where, "TrainingArguments(learning_rate=…)")
         return
