@@ -549,18 +549,23 @@ def cli_entry(c: Call) -> Val | None:
 
 
 def _option_defaults(fn: ast.AST) -> dict[str, Val]:
-    """The literal defaults of a CLI entry's parameters, marked as command-line defaults."""
+    """The defaults of a CLI entry's parameters, marked as command-line defaults: a literal
+    keeps its value, an object built as a default (a dataclass of options) does not."""
     args = getattr(fn, "args", None)
     if not isinstance(args, ast.arguments):
         return {}
     positional = [*args.posonlyargs, *args.args]
     pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
     pairs += [(p, d) for p, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-    return {
-        p.arg: Val(const=d.value, taint=frozenset({V.ARGDEFAULT}))
-        for p, d in pairs
-        if isinstance(d, ast.Constant)
-    }
+    out: dict[str, Val] = {}
+    for p, d in pairs:
+        if isinstance(d, ast.Constant):
+            out[p.arg] = Val(const=d.value, taint=frozenset({V.ARGDEFAULT}))
+        elif isinstance(d, ast.Call):
+            # ``train: TrainArgs = TrainArgs(max_norm=1.0, ...)``: jsonargparse and fire set
+            # each field from the command line, so none of the default's values is known
+            out[p.arg] = Val(taint=frozenset({V.ARGDEFAULT, "cli"}))
+    return out
 
 
 @symbol("torch.load", when=lambda canon, n: n == "load" and canon.startswith("torch"))

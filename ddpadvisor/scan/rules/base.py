@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ddpadvisor.scan import apis
@@ -261,6 +261,28 @@ class RuleContext:
             if any(v.ref in refs for v in [*e.args, *e.kwargs.values()] if v.ref is not None):
                 out.append(e)
         return out
+
+    def unreached_calls(self, wanted: Callable[[str], bool]) -> list[str]:
+        """Calls in the files the scan read that the walk never reached (a function started
+        by a launcher it does not follow, ``fabric.launch(main)``), whose dotted name
+        ``wanted`` accepts: a fact decided by the *absence* of such a call is not decided."""
+        entered = {(c.file, c.line) for e in self.a.events for c in e.ctx if isinstance(c, FuncCtx)}
+        sources = self.walk.sources
+        out: list[str] = []
+        for m in [sources.main, *sources.modules.values()]:
+            calls = [(c, n) for c, n, _cls in m.index.calls if n and wanted(n)]
+            if not calls:
+                continue
+            # a call in a function the walk never entered; one skipped in code it walked is
+            # dead code (``if compile:`` with ``compile = False``), not unseen
+            for fn in ast.walk(m.tree):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                if (m.label, fn.lineno) in entered:
+                    continue
+                inside = {id(sub) for sub in ast.walk(fn)}
+                out.extend(f"{m.label}:{c.lineno}" for c, _ in calls if id(c) in inside)
+        return sorted(set(out))
 
     # ------------------------------------------------------------------ precision
     @property

@@ -328,6 +328,12 @@ def clipping(rc: RuleContext) -> None:
                 f"{hidden[0].where}: {hidden[0].name}() gets the model or optimizer; clipping not decided"
             )
             return
+        unseen = rc.unreached_calls(
+            lambda n: "clip" in apis.last(n).lower() and "grad" in apis.last(n).lower()
+        )
+        if unseen:
+            rc.warn(f"{unseen[0]}: gradient clipping in code the scan did not follow; not decided")
+            return
         if a.main_backward is not None and step is not None:
             rc.emit(
                 "uses_grad_clipping",

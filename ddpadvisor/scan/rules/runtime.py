@@ -52,6 +52,10 @@ def compile(rc: RuleContext) -> None:
         )
     ]
     if not compiles:
+        hidden = rc.unreached_calls(lambda n: n in ("torch.compile", "compile"))
+        if hidden:
+            rc.warn(f"{hidden[0]}: torch.compile in code the scan did not follow; not decided")
+            return
         if rc.a.main_backward is not None:
             where = rc.a.ddps[0].where if rc.a.ddps else rc.a.main_backward.where
             rc.emit(fact, False, where, "torch.compile is not used")
