@@ -188,6 +188,12 @@ def _warmup(rc: RuleContext) -> None:
         opt = rc._main_optimizer()
         if opt is None or a.main_backward is None:
             return
+        unseen = rc.unreached_calls(
+            lambda n: apis.is_scheduler(n) or "schedul" in apis.last(n).lower()
+        )
+        if unseen:
+            rc.warn(f"{unseen[0]}: a scheduler in code the scan did not follow; warmup not decided")
+            return
         hidden = rc._opaque_touches({opt.ref}, None) or _optimizer_consumers(rc, opt)
         if hidden:
             rc.warn(
