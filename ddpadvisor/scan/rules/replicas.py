@@ -258,17 +258,7 @@ def _lora_switched(rc: RuleContext, lora: list[str]) -> str | None:
         return None
     if all(cli_switched(e) for e in events):
         return "cli"
-
-    def undecided(e: Event) -> bool:
-        return any(
-            isinstance(c, CondCtx)
-            and c.const is None
-            and not is_rank_cond(c)
-            and V.WORLD not in c.taint
-            for c in e.ctx
-        )
-
-    return "open" if all(undecided(e) for e in events) else None
+    return "open" if all(_may_not_run(e) for e in events) else None
 
 
 def batchnorm(rc: RuleContext) -> None:
