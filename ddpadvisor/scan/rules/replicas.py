@@ -9,7 +9,8 @@ import builtins
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text
-from ddpadvisor.scan.context import CondCtx, Event
+from ddpadvisor.scan.context import CondCtx, Event, LoopCtx
+from ddpadvisor.scan.evaluate import free_names
 from ddpadvisor.scan.interp import ClassInfo, FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
@@ -60,6 +61,15 @@ def lora_and_wrap_order(rc: RuleContext) -> None:
             return  # training happens in code the scan cannot see
         if hit is not None:
             where, what = hit
+            made = [e for e in a.events if e.where == where]
+            if made and all(_may_not_run(e) for e in made):
+                # ``if args.train_text_encoder: ...requires_grad_(True)`` after the wrap:
+                # the change happens only when the run takes that side
+                if all(cli_switched(e) and _default_runs(e) for e in made):
+                    rc.cli_default(fact, True, where)
+                else:
+                    rc.warn(f"{where}: {what} after the DDP wrap only on one side of an if")
+                return
             rc.emit(
                 fact,
                 True,
@@ -322,15 +332,35 @@ def batchnorm(rc: RuleContext) -> None:
 
 
 def _may_not_run(e: Event) -> bool:
-    """Under an ``if`` the scan cannot decide, or one a command-line option decides; tests on
-    the rank or world size do not count (every rank of a multi-GPU job takes its side)."""
-    return any(
-        isinstance(c, CondCtx)
-        and not is_rank_cond(c)
-        and V.WORLD not in c.taint
-        and (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint)
-        for c in e.ctx
-    )
+    """Under an ``if`` the scan cannot decide, or one a command-line option decides. Tests on
+    the rank or world size do not count (every rank of a multi-GPU job takes its side), nor do
+    tests on what a loop around them changes (``if epoch == 2:`` runs, at some epoch)."""
+    varying: set[str] = set()
+    for c in e.ctx:
+        if isinstance(c, LoopCtx):
+            varying |= _loop_names(c.node)
+            continue
+        if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint:
+            continue
+        if not (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint):
+            continue
+        raw = getattr(c.node, "test", c.test)
+        if (free_names(c.test) | free_names(raw)) & varying:
+            continue
+        return True
+    return False
+
+
+def _loop_names(node: ast.AST) -> set[str]:
+    """Names a loop rebinds on each pass: its target and what its body assigns."""
+    out: set[str] = set()
+    parts = [node.target] if isinstance(node, (ast.For, ast.AsyncFor)) else []
+    parts += list(getattr(node, "body", []))
+    for part in parts:
+        for sub in ast.walk(part):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                out.add(sub.id)
+    return out
 
 
 def _default_runs(e: Event) -> bool:
