@@ -84,6 +84,10 @@ def _fixes(test: ast.expr, branch: bool, atoms: dict[str, bool]) -> bool:
     one contradicts an atom an enclosing branch fixed."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _fixes(test.operand, not branch, atoms)
+    if isinstance(test, ast.Constant):
+        # a test folded to a command-line default (``args.cpu`` and ``args.distributed``,
+        # both store_true): two options with the same default are not one atom
+        return True
     if atoms.setdefault(ast.dump(test), branch) != branch:
         return False
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) == branch:

@@ -62,7 +62,7 @@ def lora_and_wrap_order(rc: RuleContext) -> None:
         if hit is not None:
             where, what = hit
             made = [e for e in a.events if e.where == where]
-            if made and all(_may_not_run(e) for e in made):
+            if made and all(_may_not_run(rc, e) for e in made):
                 # ``if args.train_text_encoder: ...requires_grad_(True)`` after the wrap:
                 # the change happens only when the run takes that side
                 if all(cli_switched(e) and _default_runs(e) for e in made):
@@ -268,7 +268,7 @@ def _lora_switched(rc: RuleContext, lora: list[str]) -> str | None:
         return None
     if all(cli_switched(e) for e in events):
         return "cli"
-    return "open" if all(_may_not_run(e) for e in events) else None
+    return "open" if all(_may_not_run(rc, e) for e in events) else None
 
 
 def batchnorm(rc: RuleContext) -> None:
@@ -286,7 +286,7 @@ def batchnorm(rc: RuleContext) -> None:
     syncbn_ctor = [e for e in a.calls() if apis.last(e.name) == "SyncBatchNorm"]
     picked = [o for o in a.objs(V.MODEL) if o.extra.get("chosen_by_default")]
     made = [a.by_seq.get(o.seq) for o in bn_objs]
-    optional = bool(made) and all(e is not None and _may_not_run(e) for e in made)
+    optional = bool(made) and all(e is not None and _may_not_run(rc, e) for e in made)
     if bn and picked:
         rc.cli_default("has_batchnorm", True, picked[0].where)
     elif optional:
@@ -316,7 +316,7 @@ def batchnorm(rc: RuleContext) -> None:
             # ``if args.sync_bn: convert_sync_batchnorm(...)``: the run's flags decide.
             rc.warn(f"{where}: SyncBatchNorm conversion depends on a command-line switch")
             return
-        if events and all(_may_not_run(e) for e in events):
+        if events and all(_may_not_run(rc, e) for e in events):
             # ``if utils.has_batchnorms(model): convert...``: runs only when the if holds
             rc.warn(f"{where}: SyncBatchNorm conversion runs only on one side of an if")
             return
@@ -331,16 +331,21 @@ def batchnorm(rc: RuleContext) -> None:
         )
 
 
-def _may_not_run(e: Event) -> bool:
+def _may_not_run(rc: RuleContext, e: Event) -> bool:
     """Under an ``if`` the scan cannot decide, or one a command-line option decides. Tests on
-    the rank or world size do not count (every rank of a multi-GPU job takes its side), nor do
-    tests on what a loop around them changes (``if epoch == 2:`` runs, at some epoch)."""
+    the rank or world size do not count (every rank of a multi-GPU job takes its side), nor
+    the side of an ``if`` on which alone the job becomes distributed (``if args.distributed:``:
+    the job being diagnosed takes it), nor tests on what a loop around
+    them changes (``if epoch == 2:`` runs, at some epoch)."""
+    sides = _distributed_sides(rc)
     varying: set[str] = set()
     for c in e.ctx:
         if isinstance(c, LoopCtx):
             varying |= _loop_names(c.node)
             continue
         if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint:
+            continue
+        if (id(c.node), c.branch) in sides:
             continue
         if not (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint):
             continue
@@ -349,6 +354,33 @@ def _may_not_run(e: Event) -> bool:
             continue
         return True
     return False
+
+
+def _distributed_sides(rc: RuleContext) -> set[tuple[int, bool]]:
+    """The sides of the ``if`` statements on which the job becomes distributed (a process
+    group set up, a model wrapped), when it becomes distributed only there: the job being
+    diagnosed runs distributed, so it takes them (imagenet's ``elif args.distributed:`` and
+    ``if args.gpu is not None:``). Where a set-up also runs outside any ``if`` (DINO wraps its
+    student unconditionally), no ``if`` decides distributed-ness (DINO's teacher wrap under
+    ``if has_batchnorms(student):`` is one side of a real switch)."""
+    out: set[tuple[int, bool]] = set()
+    for e in rc.a.events:
+        if e.kind != "call":
+            continue
+        sets_up = apis.last(e.name) == "init_process_group" or (
+            e.result is not None and e.result.kind in (V.DDP, V.FSDP)
+        )
+        if not sets_up:
+            continue
+        sides = {
+            (id(c.node), c.branch)
+            for c in e.ctx
+            if isinstance(c, CondCtx) and not is_rank_cond(c) and V.WORLD not in c.taint
+        }
+        if not sides:
+            return set()
+        out |= sides
+    return out
 
 
 def _loop_names(node: ast.AST) -> set[str]:
