@@ -18,6 +18,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Analysis, eval_at, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
+from ddpadvisor.scan.evaluate import free_names
 from ddpadvisor.scan.interp import ClassInfo, WalkResult
 from ddpadvisor.scan.library.common import TRAINING_ARGS
 from ddpadvisor.scan.source import dotted
@@ -480,6 +481,79 @@ def cli_switched(e: Event) -> bool:
     # A flag whose default is not read (the parser went through an opaque helper) too.
     return any(
         isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint) for c in e.ctx
+    )
+
+
+def may_not_run(rc: RuleContext, e: Event) -> bool:
+    """Under an ``if`` the scan cannot decide, or one a command-line option decides. Tests on
+    the rank or world size do not count (every rank of a multi-GPU job takes its side), nor
+    the side of an ``if`` on which alone the job becomes distributed (``if args.distributed:``:
+    the job being diagnosed takes it), nor tests on what a loop around
+    them changes (``if epoch == 2:`` runs, at some epoch)."""
+    sides = _distributed_sides(rc)
+    varying: set[str] = set()
+    for c in e.ctx:
+        if isinstance(c, LoopCtx):
+            varying |= _loop_names(c.node)
+            continue
+        if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint:
+            continue
+        if (id(c.node), c.branch) in sides:
+            continue
+        if not (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint):
+            continue
+        raw = getattr(c.node, "test", c.test)
+        if (free_names(c.test) | free_names(raw)) & varying:
+            continue
+        return True
+    return False
+
+
+def _distributed_sides(rc: RuleContext) -> set[tuple[int, bool]]:
+    """The sides of the ``if`` statements on which the job becomes distributed (a process
+    group set up, a model wrapped), when it becomes distributed only there: the job being
+    diagnosed runs distributed, so it takes them (imagenet's ``elif args.distributed:`` and
+    ``if args.gpu is not None:``). Where a set-up also runs outside any ``if`` (DINO wraps its
+    student unconditionally), no ``if`` decides distributed-ness (DINO's teacher wrap under
+    ``if has_batchnorms(student):`` is one side of a real switch)."""
+    out: set[tuple[int, bool]] = set()
+    for e in rc.a.events:
+        if e.kind != "call":
+            continue
+        sets_up = apis.last(e.name) == "init_process_group" or (
+            e.result is not None and e.result.kind in (V.DDP, V.FSDP)
+        )
+        if not sets_up:
+            continue
+        sides = {
+            (id(c.node), c.branch)
+            for c in e.ctx
+            if isinstance(c, CondCtx) and not is_rank_cond(c) and V.WORLD not in c.taint
+        }
+        if not sides:
+            return set()
+        out |= sides
+    return out
+
+
+def _loop_names(node: ast.AST) -> set[str]:
+    """Names a loop rebinds on each pass: its target and what its body assigns."""
+    out: set[str] = set()
+    parts = [node.target] if isinstance(node, (ast.For, ast.AsyncFor)) else []
+    parts += list(getattr(node, "body", []))
+    for part in parts:
+        for sub in ast.walk(part):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                out.add(sub.id)
+    return out
+
+
+def default_runs(e: Event) -> bool:
+    """Every option-decided ``if`` around the event takes its side with the defaults."""
+    return all(
+        c.const is not None and bool(c.const) == c.branch
+        for c in e.ctx
+        if isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint)
     )
 
 

@@ -138,6 +138,15 @@ def precision(rc: RuleContext) -> None:
         else:
             rc.warn(f"{where}: forward decorated with autocast of unknown dtype")
         return
+    if all(_model_unknown(f) for f in fwds):
+        # ``model = load_model(...)`` from code the scan does not read: its own layers may cast
+        # to a compute dtype (nanochat's Linear casts its weights in forward)
+        rc.warn(
+            f"{fwds[0].where}: the model comes from code the scan does not read; "
+            "no autocast seen, but precision not decided"
+        )
+        _scaler(rc, None)
+        return
     rc.emit(
         "precision",
         "fp32",
@@ -145,6 +154,31 @@ def precision(rc: RuleContext) -> None:
         "no autocast and no half-precision cast around the forward",
     )
     _scaler(rc, "fp32")
+
+
+def _one_side_of_ternary(rc: RuleContext, o: Obj) -> bool:
+    """The object is built in one branch of a conditional expression (``a if test else b``)
+    whose test the scan cannot decide."""
+    sources = rc.walk.sources
+    file = o.where.rpartition(":")[0]
+    module = next((m for m in [sources.main, *sources.modules.values()] if m.label == file), None)
+    if module is None or o.node is None:
+        return False
+    for sub in ast.walk(module.tree):
+        if isinstance(sub, ast.IfExp) and sub.lineno <= o.line <= (sub.end_lineno or sub.lineno):
+            inside = {id(n) for part in (sub.body, sub.orelse) for n in ast.walk(part)}
+            if id(o.node) in inside:
+                return True
+    return False
+
+
+def _model_unknown(fwd: Event) -> bool:
+    """A forward through a value the scan only guesses is a model (by its name), not one it
+    built or read."""
+    taint = fwd.result.taint if fwd.result is not None else frozenset()
+    return "model:None" in taint and not any(
+        t.startswith("model:") and t != "model:None" for t in taint
+    )
 
 
 def _trained_models(rc: RuleContext) -> list[Obj]:
@@ -204,6 +238,13 @@ def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None
     scalers = rc.a.objs(V.SCALER)
     if scalers:
         s = scalers[0]
+        # ``GradScaler() if COMPUTE_DTYPE == torch.float16 else None``: made or not by a test
+        # the scan cannot decide. (A scaler made under an ``if`` statement keeps the walk's
+        # reading, its body: DINO's ``if args.use_fp16:`` also decides the autocast through
+        # ``autocast(fp16_scaler is not None)``, so scaler and fp16 come together.)
+        if _one_side_of_ternary(rc, s):
+            rc.warn(f"{s.where}: a GradScaler is made on one side of a condition only; not decided")
+            return
         enabled = s.kwargs.get("enabled")
         if enabled is not None and enabled.known and V.ARGDEFAULT in enabled.taint:
             rc.cli_default("uses_grad_scaler", bool(enabled.const), s.where)

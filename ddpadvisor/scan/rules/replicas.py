@@ -9,14 +9,14 @@ import builtins
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text
-from ddpadvisor.scan.context import CondCtx, Event, LoopCtx
-from ddpadvisor.scan.evaluate import free_names
 from ddpadvisor.scan.interp import ClassInfo, FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     cli_switched,
+    default_runs,
     exclusive,
     is_rank_cond,
+    may_not_run,
 )
 from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
@@ -62,10 +62,10 @@ def lora_and_wrap_order(rc: RuleContext) -> None:
         if hit is not None:
             where, what = hit
             made = [e for e in a.events if e.where == where]
-            if made and all(_may_not_run(rc, e) for e in made):
+            if made and all(may_not_run(rc, e) for e in made):
                 # ``if args.train_text_encoder: ...requires_grad_(True)`` after the wrap:
                 # the change happens only when the run takes that side
-                if all(cli_switched(e) and _default_runs(e) for e in made):
+                if all(cli_switched(e) and default_runs(e) for e in made):
                     rc.cli_default(fact, True, where)
                 else:
                     rc.warn(f"{where}: {what} after the DDP wrap only on one side of an if")
@@ -268,7 +268,7 @@ def _lora_switched(rc: RuleContext, lora: list[str]) -> str | None:
         return None
     if all(cli_switched(e) for e in events):
         return "cli"
-    return "open" if all(_may_not_run(rc, e) for e in events) else None
+    return "open" if all(may_not_run(rc, e) for e in events) else None
 
 
 def batchnorm(rc: RuleContext) -> None:
@@ -286,13 +286,13 @@ def batchnorm(rc: RuleContext) -> None:
     syncbn_ctor = [e for e in a.calls() if apis.last(e.name) == "SyncBatchNorm"]
     picked = [o for o in a.objs(V.MODEL) if o.extra.get("chosen_by_default")]
     made = [a.by_seq.get(o.seq) for o in bn_objs]
-    optional = bool(made) and all(e is not None and _may_not_run(rc, e) for e in made)
+    optional = bool(made) and all(e is not None and may_not_run(rc, e) for e in made)
     if bn and picked:
         rc.cli_default("has_batchnorm", True, picked[0].where)
     elif optional:
         # ``if use_bn: layers.append(nn.BatchNorm1d(...))`` with use_bn from an option
         first = next(e for e in made if e is not None)
-        if all(e is not None and cli_switched(e) and _default_runs(e) for e in made):
+        if all(e is not None and cli_switched(e) and default_runs(e) for e in made):
             rc.cli_default("has_batchnorm", True, first.where)
         else:
             rc.warn(f"{first.where}: BatchNorm is built only on one side of an if; not decided")
@@ -316,7 +316,7 @@ def batchnorm(rc: RuleContext) -> None:
             # ``if args.sync_bn: convert_sync_batchnorm(...)``: the run's flags decide.
             rc.warn(f"{where}: SyncBatchNorm conversion depends on a command-line switch")
             return
-        if events and all(_may_not_run(rc, e) for e in events):
+        if events and all(may_not_run(rc, e) for e in events):
             # ``if utils.has_batchnorms(model): convert...``: runs only when the if holds
             rc.warn(f"{where}: SyncBatchNorm conversion runs only on one side of an if")
             return
@@ -329,79 +329,6 @@ def batchnorm(rc: RuleContext) -> None:
             where,
             f"BatchNorm not converted to SyncBatchNorm before the DDP wrap ({where})",
         )
-
-
-def _may_not_run(rc: RuleContext, e: Event) -> bool:
-    """Under an ``if`` the scan cannot decide, or one a command-line option decides. Tests on
-    the rank or world size do not count (every rank of a multi-GPU job takes its side), nor
-    the side of an ``if`` on which alone the job becomes distributed (``if args.distributed:``:
-    the job being diagnosed takes it), nor tests on what a loop around
-    them changes (``if epoch == 2:`` runs, at some epoch)."""
-    sides = _distributed_sides(rc)
-    varying: set[str] = set()
-    for c in e.ctx:
-        if isinstance(c, LoopCtx):
-            varying |= _loop_names(c.node)
-            continue
-        if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint:
-            continue
-        if (id(c.node), c.branch) in sides:
-            continue
-        if not (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint):
-            continue
-        raw = getattr(c.node, "test", c.test)
-        if (free_names(c.test) | free_names(raw)) & varying:
-            continue
-        return True
-    return False
-
-
-def _distributed_sides(rc: RuleContext) -> set[tuple[int, bool]]:
-    """The sides of the ``if`` statements on which the job becomes distributed (a process
-    group set up, a model wrapped), when it becomes distributed only there: the job being
-    diagnosed runs distributed, so it takes them (imagenet's ``elif args.distributed:`` and
-    ``if args.gpu is not None:``). Where a set-up also runs outside any ``if`` (DINO wraps its
-    student unconditionally), no ``if`` decides distributed-ness (DINO's teacher wrap under
-    ``if has_batchnorms(student):`` is one side of a real switch)."""
-    out: set[tuple[int, bool]] = set()
-    for e in rc.a.events:
-        if e.kind != "call":
-            continue
-        sets_up = apis.last(e.name) == "init_process_group" or (
-            e.result is not None and e.result.kind in (V.DDP, V.FSDP)
-        )
-        if not sets_up:
-            continue
-        sides = {
-            (id(c.node), c.branch)
-            for c in e.ctx
-            if isinstance(c, CondCtx) and not is_rank_cond(c) and V.WORLD not in c.taint
-        }
-        if not sides:
-            return set()
-        out |= sides
-    return out
-
-
-def _loop_names(node: ast.AST) -> set[str]:
-    """Names a loop rebinds on each pass: its target and what its body assigns."""
-    out: set[str] = set()
-    parts = [node.target] if isinstance(node, (ast.For, ast.AsyncFor)) else []
-    parts += list(getattr(node, "body", []))
-    for part in parts:
-        for sub in ast.walk(part):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                out.add(sub.id)
-    return out
-
-
-def _default_runs(e: Event) -> bool:
-    """Every option-decided ``if`` around the event takes its side with the defaults."""
-    return all(
-        c.const is not None and bool(c.const) == c.branch
-        for c in e.ctx
-        if isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint)
-    )
 
 
 def _arch_by_default(rc: RuleContext) -> tuple[Obj, bool] | None:
