@@ -70,3 +70,40 @@ def test_unseen_config_leaves_values_unknown(
     facts = _scan(tmp_path, call, files)
     assert "grad_accum_steps" not in facts
     assert "precision" not in facts
+
+
+SUBCLASS = """\
+from dataclasses import dataclass, field
+import transformers
+from transformers import AutoModelForCausalLM, HfArgumentParser, Trainer
+from datasets import load_dataset
+
+
+@dataclass
+class Args(transformers.TrainingArguments):
+    model_max_length: int = field(default=512)
+
+
+parser = HfArgumentParser(Args)
+(args,) = parser.{call}
+model = AutoModelForCausalLM.from_pretrained("gpt2")
+Trainer(model=model, args=args, train_dataset=load_dataset("x")["train"]).train()
+"""
+
+
+@pytest.mark.parametrize(
+    ("call", "accum", "precision"),
+    [
+        ('parse_json_file("args.json")', 4, "fp16_amp"),  # inherited fields from the file
+        ("parse_args_into_dataclasses()", None, None),  # the command line's, not the defaults
+    ],
+)
+def test_a_training_arguments_subclass_reads_inherited_fields(
+    tmp_path: Path, call: str, accum: int | None, precision: str | None
+) -> None:
+    (tmp_path / "args.json").write_text(JSON)
+    script = tmp_path / "train.py"
+    script.write_text(SUBCLASS.format(call=call))
+    result = scan_file(script)
+    assert result.value("grad_accum_steps") == accum
+    assert result.value("precision") == precision

@@ -6,6 +6,7 @@ or executed, and neither are the sibling modules it imports.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from ddpadvisor.kb.model import KnowledgeBase
@@ -15,9 +16,13 @@ from ddpadvisor.scan import scan_file
 from ddpadvisor.yamlio import check_input_file
 
 
-def scan_script(kb: KnowledgeBase, path: Path) -> Gathered:
+def scan_script(
+    kb: KnowledgeBase, path: Path, given: Mapping[str, object] | None = None
+) -> Gathered:
+    """``given``: fact values other evidence supplies, read by rules where the code leaves a
+    value open (see :func:`ddpadvisor.scan.scan_file`); they are not re-observed here."""
     check_input_file(path)  # a FIFO or /proc/kmsg would block the scanner's read
-    result = scan_file(path)
+    result = scan_file(path, given=given)
     out = Gathered(warnings=list(result.warnings))
     for finding in result.findings:
         fact = kb.facts.get(finding.fact)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,11 +62,18 @@ MAX_SITES = 8
 SITE_STATEMENTS = 40_000
 
 
-def scan_file(path: Path, *, strict: bool = False) -> ScanResult:
-    """Scan one script. Raises :class:`ddpadvisor.errors.InputError` for unreadable input."""
+def scan_file(
+    path: Path, *, strict: bool = False, given: Mapping[str, object] | None = None
+) -> ScanResult:
+    """Scan one script. Raises :class:`ddpadvisor.errors.InputError` for unreadable input.
+
+    ``given``: fact values the run's other evidence supplies (``--set``, an answers file, an
+    attached config). A rule that stopped at a value the code leaves open (a command-line
+    default such as ``--accum_iter 1``) reads on with the given one; see ``RuleContext.given``.
+    """
     from ddpadvisor.scan.source import load
 
-    return _scan(load(Path(path)), strict)
+    return _scan(load(Path(path)), strict, given)
 
 
 # In an excerpt that never shows the wrap, the model it trains under DDP is taken to be the
@@ -161,19 +169,21 @@ def scan_excerpt(code: str, label: str = "excerpt", *, strict: bool = False) -> 
     return result
 
 
-def _scan(sources: SourceSet, strict: bool) -> ScanResult:
+def _scan(
+    sources: SourceSet, strict: bool, given: Mapping[str, object] | None = None
+) -> ScanResult:
     from ddpadvisor.scan.interp import Walker
     from ddpadvisor.scan.rules import run_rules
 
     walker = Walker(sources)
     walk = walker.run()
-    rules = run_rules(walk, strict=strict)
+    rules = run_rules(walk, strict=strict, given=given)
     findings = _consolidate(rules.findings)
     warnings = list(dict.fromkeys([*walk.warnings, *rules.warnings]))
     walked = max(1, walker.walked_statements)
     cap = max(2, min(MAX_SITES, SITE_STATEMENTS // walked))
     findings, contested = _contested(
-        findings, walker.sites, walker.opaque_sites, sources, strict, cap
+        findings, walker.sites, walker.opaque_sites, sources, strict, cap, given
     )
     warnings.extend(w for w in contested if w not in warnings)
     return ScanResult(findings, warnings, rules.a.framework)
@@ -186,6 +196,7 @@ def _contested(
     sources: SourceSet,
     strict: bool,
     cap: int = MAX_SITES,
+    given: Mapping[str, object] | None = None,
 ) -> tuple[list[Finding], list[str]]:
     """Drop the facts that another reading of a conditional binding decides differently.
 
@@ -211,7 +222,7 @@ def _contested(
     ordered = sorted(groups.values(), key=lambda group: group[0][0] not in deciding)
     for group in ordered[:cap]:
         walk = Walker(sources, flip=frozenset(group)).run()
-        other = {f.fact: f.value for f in run_rules(walk, strict=strict).findings}
+        other = {f.fact: f.value for f in run_rules(walk, strict=strict, given=given).findings}
         label, line, _ = group[0]
         names = ", ".join(name for _, _, name in group)
         unread = [site[2] for site in group if site in opaque]

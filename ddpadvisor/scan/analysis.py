@@ -86,8 +86,9 @@ def _fixes(test: ast.expr, branch: bool, atoms: dict[str, bool]) -> bool:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _fixes(test.operand, not branch, atoms)
     if isinstance(test, ast.Constant):
-        # a command-line default written in (``if args.flag:`` expanded): the run may set
-        # it either way, so it is no atom to contradict
+        # a test folded to a command-line default (``if args.flag:`` expanded; ``args.cpu``
+        # and ``args.distributed``, both store_true): the run may set it either way, and two
+        # options with the same default are not one atom
         return True
     if atoms.setdefault(ast.dump(test), branch) != branch:
         return False
@@ -498,10 +499,18 @@ class Analysis:
 
     def _framework_accum(self, b: Event | None, s: Event | None, w: WithCtx) -> Accum:
         acc = next(iter(self.objs(V.ACCELERATOR)), None)
+        # Accelerator's default of 1 is only a default: ``accelerate launch
+        # --gradient_accumulation_steps`` sets ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which
+        # the constructor reads when no plugin is given (accelerate/accelerator.py).
         k: int | None = 1
-        dflt = False
+        dflt = True
         if acc is not None and "gradient_accumulation_steps" in acc.kwargs:
             k, _, dflt = self._count(acc.kwargs["gradient_accumulation_steps"])
+        elif acc is not None and (
+            "gradient_accumulation_plugin" in acc.kwargs
+            or (isinstance(acc.node, ast.Call) and any(kw.arg is None for kw in acc.node.keywords))
+        ):
+            k = None  # a plugin's num_steps, or keywords the scan cannot list
         return Accum(
             "framework", k=k, k_where=f"{w.file}:{w.line}", step=s, backward=b, k_default=dflt
         )

@@ -56,6 +56,52 @@ TORCH_SCHEDULERS = {
     "PolynomialLR",
     "CosineLRScheduler",  # timm
 }
+# How each scheduler constructor the scan knows sets its warmup (kb fact warmup_steps):
+# the keyword (and position, counting the optimizer as 0) that holds the warmup length and
+# the library's default when it is not passed. A scheduler missing here (a factory such as
+# timm's ``create_scheduler(args, optimizer)``, a class of the project's own, OneCycleLR's
+# ramp, a SequentialLR of others) leaves the warmup undecided.
+#   timm: https://github.com/huggingface/pytorch-image-models/blob/main/timm/scheduler/cosine_lr.py
+#   (warmup_t=0), step_lr.py, multistep_lr.py, plateau_lr.py, poly_lr.py, tanh_lr.py
+SCHEDULER_WARMUP: dict[str, tuple[str, int | None, int]] = {
+    "CosineLRScheduler": ("warmup_t", None, 0),
+    "StepLRScheduler": ("warmup_t", None, 0),
+    "MultiStepLRScheduler": ("warmup_t", None, 0),
+    "PlateauLRScheduler": ("warmup_t", None, 0),
+    "PolyLRScheduler": ("warmup_t", None, 0),
+    "TanhLRScheduler": ("warmup_t", None, 0),
+}
+# torch.optim.lr_scheduler classes that never start below the base learning rate.
+# (OneCycleLR and CyclicLR ramp up; ConstantLR and LinearLR start lower; LambdaLR and
+# MultiplicativeLR do what their function says; SequentialLR/ChainedScheduler what their
+# members do.)
+NO_WARMUP_SCHEDULERS = {
+    "StepLR",
+    "MultiStepLR",
+    "ExponentialLR",
+    "CosineAnnealingLR",
+    "ReduceLROnPlateau",
+    "PolynomialLR",
+    "CosineAnnealingWarmRestarts",
+}
+# Calls that take the optimizer and cannot change its learning rate.
+OPTIMIZER_CONSUMERS = {
+    "prepare",
+    "setup",
+    "setup_optimizers",
+    "step",
+    "unscale_",
+    "update",
+    "zero_grad",
+    "state_dict",
+    "load_state_dict",
+    "save",
+    "print",
+    "clip_gradients",
+    "clip_grad_norm_",
+    "backward",
+}
+
 # Schedulers meant to be stepped once per epoch when used on their own.
 EPOCH_SCHEDULERS = {"StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau"}
 
@@ -99,8 +145,32 @@ BN_MODEL_PREFIXES = (
     "retinanet",
     "r3d",
     "r2plus1d",
+    "maxvit",
 )
-NO_BN_MODEL_PREFIXES = ("vit_", "swin_", "maxvit", "alexnet", "convnext_", "vgg11", "vgg13")
+# (MaxViT's MBConv blocks use BatchNorm2d in torchvision and timm, so it is not listed.)
+NO_BN_MODEL_PREFIXES = ("vit_", "swin_", "alexnet", "convnext_", "vgg11", "vgg13")
+
+# diffusers / HF model classes built only from GroupNorm and LayerNorm (UNets, VAEs,
+# diffusion transformers, text encoders). A class named nowhere here, such as
+# ResNetForImageClassification or a project's own, is not known to be free of BatchNorm.
+HF_NO_BN_CLASS_HINTS = (
+    "UNet2D",
+    "UNet3D",
+    "UNetSpatioTemporal",
+    "Autoencoder",
+    "VQModel",
+    "Transformer2DModel",
+    "Transformer3DModel",
+    "SD3Transformer",
+    "FluxTransformer",
+    "PriorTransformer",
+    "ControlNetModel",
+    "CLIPTextModel",
+    "CLIPVisionModel",
+    "T5EncoderModel",
+    "ViTModel",
+    "ViTForImageClassification",
+)
 
 # HF AutoModel classes for text models: no BatchNorm anywhere.
 HF_TEXT_MODEL_HINTS = (

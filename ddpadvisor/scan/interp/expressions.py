@@ -576,7 +576,13 @@ class Expressions(WalkerCore):
                 return self.forward(self_val, ev)
             return result
         if fval.kind == "class" and isinstance(fval.const, ClassInfo):
-            return self.instantiate(fval.const, ev, frame, ctx)
+            made = self.instantiate(fval.const, ev, frame, ctx)
+            chosen = fval.taint & {V.ARGDEFAULT, V.UNBOUND}
+            obj = self.obj(made)
+            if chosen and obj is not None:
+                # ``MODELS[args.model]()``: the class the default names, not the run's
+                obj.extra["chosen_by_default"] = True
+            return made
         recv = ev.recv
         if recv is not None and ev.method and recv.kind not in ("symbol", "module", "class"):
             # ``self.model(x)``: an object attribute that holds a model or a criterion.

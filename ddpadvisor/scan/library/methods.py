@@ -490,6 +490,12 @@ def _from_cli(
     if dc.kind == "class" and isinstance(dc.const, ClassInfo):
         obj = w.new_obj(V.INSTANCE, ev.node, frame, canon=f"local:{dc.const.name}")
         obj.extra["class"] = dc.const
+        if values is None:
+            # every field the run did not pass keeps its default, inherited ones (a
+            # TrainingArguments subclass's gradient_accumulation_steps) included
+            obj.extra["from_cli"] = True
+        else:
+            obj.kwargs.update(values)  # a config file: its keys, inherited fields included
         for cls in reversed(dc.const.mro()):
             for name in cls.fields:
                 val = cls.attrs.get(name)

@@ -115,8 +115,10 @@ def pure_builtin(c: Call) -> Val:
 
 @symbol("getattr")
 def getattr_(c: Call) -> Val | None:
+    """``getattr(obj, "name")``; a name that is only a command-line default
+    (``getattr(torchvision.models, args.arch)``) picks nothing: the run may name another."""
     args = c.args
-    if len(args) < 2 or not args[1].known:
+    if len(args) < 2 or not args[1].known or args[1].taint & {V.ARGDEFAULT, V.UNBOUND}:
         return None
     got = c.w.attribute(args[0], str(args[1].const), c.frame)
     if got is UNKNOWN and len(args) >= 3:
@@ -496,10 +498,16 @@ def vision_model(c: Call) -> Val:
 
 @symbol(names=("create_model", "get_model"))
 def model_factory(c: Call) -> Val | None:
+    """A model chosen by name. A name that is only a command-line default is not the run's
+    architecture (``extra["arch_default"]`` keeps it for the note asking for --set)."""
     if c.canon.split(".")[0] not in ("timm", "torchvision", "models"):
         return None
     obj = c.w.new_obj(V.MODEL, c.node, c.frame, canon=c.canon)
-    arch = const(c.a0)
+    name = c.ev.kwargs.get("model_name") or c.a0
+    arch = const(name)
+    if name is not None and arch is not None and name.taint & {V.ARGDEFAULT, V.UNBOUND}:
+        obj.extra["arch_default"] = str(arch)
+        arch = None
     obj.extra["arch"] = str(arch) if arch is not None else None
     return Val(kind=V.MODEL, ref=obj.ref)
 
@@ -549,10 +557,32 @@ def spawn(c: Call) -> Val | None:
 
 @symbol("fire.Fire", names=("Fire", "run", "cli", "CLI", "main"))
 def cli_entry(c: Call) -> Val | None:
+    """``fire.Fire(main)``, jsonargparse's ``CLI(setup)``, ``typer.run(main)``: the function's
+    parameters are command-line options, so a literal default is only a default."""
     a0 = c.a0
     if a0 is None or a0.kind != V.FUNCTION or not isinstance(a0.const, FuncRef):
         return None
-    return c.w.inline(a0.const, [], {}, None, None, c.frame, c.ctx)
+    return c.w.inline(a0.const, [], _option_defaults(a0.const.node), None, None, c.frame, c.ctx)
+
+
+def _option_defaults(fn: ast.AST) -> dict[str, Val]:
+    """The defaults of a CLI entry's parameters, marked as command-line defaults: a literal
+    keeps its value, an object built as a default (a dataclass of options) does not."""
+    args = getattr(fn, "args", None)
+    if not isinstance(args, ast.arguments):
+        return {}
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+    pairs += [(p, d) for p, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    out: dict[str, Val] = {}
+    for p, d in pairs:
+        if isinstance(d, ast.Constant):
+            out[p.arg] = Val(const=d.value, taint=frozenset({V.ARGDEFAULT}))
+        elif isinstance(d, ast.Call):
+            # ``train: TrainArgs = TrainArgs(max_norm=1.0, ...)``: jsonargparse and fire set
+            # each field from the command line, so none of the default's values is known
+            out[p.arg] = Val(taint=frozenset({V.ARGDEFAULT, "cli"}))
+    return out
 
 
 @symbol("torch.load", when=lambda canon, n: n == "load" and canon.startswith("torch"))

@@ -9,7 +9,7 @@ is a KB fact the static scan may supply (``sources`` includes ``script``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ddpadvisor.scan.interp import WalkResult
@@ -157,9 +157,12 @@ EXCERPT_SHOWN_WITH: dict[str, str] = {
 }
 
 
-def run_rules(walk: WalkResult, *, strict: bool = False) -> RuleContext:
-    """Run every rule of :data:`RULES` over one walk; the context holds findings and warnings."""
-    rc = RuleContext(walk, strict=strict)
+def run_rules(
+    walk: WalkResult, *, strict: bool = False, given: Mapping[str, object] | None = None
+) -> RuleContext:
+    """Run every rule of :data:`RULES` over one walk; the context holds findings and warnings.
+    ``given``: fact values other evidence supplies (see ``RuleContext.given``)."""
+    rc = RuleContext(walk, strict=strict, given=given)
     if rc.a.main_backward is None and rc.a.framework is None:
         rc.warn(
             f"{rc.label}: no backward() call and no HF Trainer found; "

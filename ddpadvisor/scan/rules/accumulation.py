@@ -111,7 +111,8 @@ def accumulation(rc: RuleContext) -> None:
             "optimizer.step() after every backward (no accumulation)",
         )
     elif acc.k is not None and acc.k_default:
-        rc.cli_default("grad_accum_steps", acc.k, acc.k_where)
+        if rc.given_number("grad_accum_steps") is None:
+            rc.cli_default("grad_accum_steps", acc.k, acc.k_where)
     elif acc.k is not None:
         how = "inner micro-batch loop" if acc.style == "inner" else "step counter modulo"
         rc.emit(
@@ -199,10 +200,26 @@ def _divides(op: Op) -> bool:
     return value is not None and 0 < value < 1
 
 
+def _may_accumulate(rc: RuleContext, accum: Accum) -> tuple[bool, int | None]:
+    """Whether the run may accumulate, and its count where one is known. A count that is only
+    a default (``--accum_iter`` defaulting to 1) is not the run's: the run may pass another,
+    so the loss is read as if it accumulates; a count other evidence gives (``--set
+    grad_accum_steps=4``, an attached config) stands for the run's."""
+    k = accum.k
+    if accum.k_default or k is None:
+        given = rc.given_number("grad_accum_steps")
+        if given is not None:
+            return given >= 2, int(given)
+    if accum.k_default:
+        return True, None
+    return bool(accum.accumulates) or k is None, k
+
+
 def _loss_divided(rc: RuleContext, acc: object) -> None:
     a = rc.a
     accum = a.accum
-    if not accum.accumulates and accum.k is not None:
+    may, count = _may_accumulate(rc, accum)
+    if not may:
         return
     if accum.style == "none":
         return
@@ -248,7 +265,7 @@ def _loss_divided(rc: RuleContext, acc: object) -> None:
             "dividing the loss",
         )
         return
-    k = f"the {accum.k} accumulation steps" if accum.k else "the accumulation count"
+    k = f"the {count} accumulation steps" if count else "the accumulation count"
     rc.emit(
         "loss_divided_by_accum",
         False,
@@ -981,6 +998,15 @@ def loss_shape(rc: RuleContext) -> None:
         or any(o.canon == "tokenizer" or "Tokenizer" in o.canon for o in a.objects.values())
         or any(e.result is not None and e.result.kind == "tokenizer" for e in a.events)
     )
+    dense = _dense_loss(rc, loss) if signals and loss is not None else None
+    if dense is not None:
+        # captions padded for a text encoder, an image regressed: padding of a conditioning
+        # input, not a loss averaged over tokens of varying count
+        rc.warn(
+            f"{signals[0]}: padding found, but the trained loss is {dense} on dense outputs; "
+            "variable-length sequences not decided"
+        )
+        return
     if signals:
         rc.emit(
             "variable_length_sequences",
@@ -1044,6 +1070,39 @@ def loss_shape(rc: RuleContext) -> None:
             where,
             f"per-rank mean over this batch's tokens ({where}): ranks with few tokens weigh as much as full ones",
         )
+
+
+# Losses that regress dense outputs (pixels, latents, noise) rather than classify tokens.
+DENSE_LOSSES = {
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "MSELoss",
+    "L1Loss",
+    "SmoothL1Loss",
+    "HuberLoss",
+}
+
+
+TOKEN_LOSSES = {"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"}
+
+
+def _dense_loss(rc: RuleContext, loss: Val) -> str | None:
+    """The regression loss the step trains on (``F.mse_loss(pred, noise)``, an ``MSELoss``
+    criterion) when the step computes no token loss (no cross-entropy, no model called with
+    ``labels=``); None otherwise."""
+    b = rc.a.main_backward
+    if b is None or V.FWD not in loss.taint:
+        return None
+    loops = b.loops()
+    scope = [e for e in rc.a.calls() if not loops or loops[-1] in e.ctx]
+    names = {apis.last(e.name) or (e.method or "") for e in scope}
+    names |= {apis.last(o.canon) for o in rc.a.objs(V.CRITERION)}
+    if names & TOKEN_LOSSES or any("labels" in e.kwargs for e in scope):
+        return None
+    dense = sorted(names & DENSE_LOSSES)
+    return dense[0] if dense else None
 
 
 def _loss_line(rc: RuleContext, loss: Val) -> str | None:

@@ -11,13 +11,16 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Analysis, eval_at, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
+from ddpadvisor.scan.evaluate import free_names
 from ddpadvisor.scan.interp import ClassInfo, WalkResult
+from ddpadvisor.scan.library.common import TRAINING_ARGS
 from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
 
@@ -83,8 +86,17 @@ class UndeclaredFact(AssertionError):
 
 
 class RuleContext:
-    def __init__(self, walk: WalkResult, strict: bool = False) -> None:
+    def __init__(
+        self,
+        walk: WalkResult,
+        strict: bool = False,
+        given: Mapping[str, object] | None = None,
+    ) -> None:
         self.walk = walk
+        # Fact values the run's other evidence supplies (--set, answers, an attached config).
+        # They never become scanned facts; a rule reads them where the code leaves a value
+        # open (a command-line default, an unread config) and would otherwise stop there.
+        self.given: dict[str, object] = dict(given or {})
         self.a = Analysis(walk)
         self.findings: list[Finding] = []
         self.warnings: list[str] = []
@@ -117,6 +129,13 @@ class RuleContext:
             self.emit(fact, value, where, f"{fact}={shown} (command-line default)")
             return
         self.warn(f"{where}: {fact} is {shown}{CLI_DEFAULT_NOTE}pass --set {fact}={shown}")
+
+    def given_number(self, fact: str) -> float | None:
+        """A numeric value other evidence gives for ``fact`` (see :attr:`given`), else None."""
+        v = self.given.get(fact)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None
+        return float(v)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -174,16 +193,25 @@ class RuleContext:
             args = self.obj(tr.kwargs.get("args"))
             if args is not None and args.kind in (V.TRAINING_ARGS, V.INSTANCE):
                 return args
-        found = self.a.objs(V.TRAINING_ARGS)
+        found = self.a.objs(V.TRAINING_ARGS) or [
+            o
+            for o in self.a.objs(V.INSTANCE)
+            if (info := self._class_of(o)) is not None
+            and any(apis.last(b) in TRAINING_ARGS for b in info.external_bases())
+        ]
         return found[0] if found else None
 
-    def hf_arg(self, name: str) -> tuple[Val | None, str]:
-        """A TrainingArguments field: (value or None when set on the command line, where)."""
+    def hf_arg(self, name: str, *, flow: bool = False) -> tuple[Val | None, str]:
+        """A TrainingArguments field: (value or None when set on the command line, where).
+        ``flow``: the value as the script computes it even when it starts from a command-line
+        value (``learning_rate=args.lr * world_size``: its world-size factor is the code's)."""
         args = self.training_args()
         if args is None:
             return None, ""
-        if name in args.kwargs:
-            val = args.kwargs[name]
+        if name in args.kwargs or name in args.attrs:
+            val = args.kwargs[name] if name in args.kwargs else args.attrs[name]
+            if flow:
+                return val, args.where
             if V.ARGDEFAULT in val.taint or V.UNBOUND in val.taint:
                 return None, args.where  # the script passes its own command-line value
             return val, args.where
@@ -239,6 +267,28 @@ class RuleContext:
             if any(v.ref in refs for v in [*e.args, *e.kwargs.values()] if v.ref is not None):
                 out.append(e)
         return out
+
+    def unreached_calls(self, wanted: Callable[[str], bool]) -> list[str]:
+        """Calls in the files the scan read that the walk never reached (a function started
+        by a launcher it does not follow, ``fabric.launch(main)``), whose dotted name
+        ``wanted`` accepts: a fact decided by the *absence* of such a call is not decided."""
+        entered = {(c.file, c.line) for e in self.a.events for c in e.ctx if isinstance(c, FuncCtx)}
+        sources = self.walk.sources
+        out: list[str] = []
+        for m in [sources.main, *sources.modules.values()]:
+            calls = [(c, n) for c, n, _cls in m.index.calls if n and wanted(n)]
+            if not calls:
+                continue
+            # a call in a function the walk never entered; one skipped in code it walked is
+            # dead code (``if compile:`` with ``compile = False``), not unseen
+            for fn in ast.walk(m.tree):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                if (m.label, fn.lineno) in entered:
+                    continue
+                inside = {id(sub) for sub in ast.walk(fn)}
+                out.extend(f"{m.label}:{c.lineno}" for c, _ in calls if id(c) in inside)
+        return sorted(set(out))
 
     # ------------------------------------------------------------------ precision
     @property
@@ -463,6 +513,79 @@ def switched(e: Event) -> bool:
     switches: both sides run in the same job."""
     return cli_switched(e) or any(
         isinstance(c, CondCtx) and c.const is None and not is_rank_cond(c) for c in e.ctx
+    )
+
+
+def may_not_run(rc: RuleContext, e: Event) -> bool:
+    """Under an ``if`` the scan cannot decide, or one a command-line option decides. Tests on
+    the rank or world size do not count (every rank of a multi-GPU job takes its side), nor
+    the side of an ``if`` on which alone the job becomes distributed (``if args.distributed:``:
+    the job being diagnosed takes it), nor tests on what a loop around
+    them changes (``if epoch == 2:`` runs, at some epoch)."""
+    sides = _distributed_sides(rc)
+    varying: set[str] = set()
+    for c in e.ctx:
+        if isinstance(c, LoopCtx):
+            varying |= _loop_names(c.node)
+            continue
+        if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint:
+            continue
+        if (id(c.node), c.branch) in sides:
+            continue
+        if not (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint):
+            continue
+        raw = getattr(c.node, "test", c.test)
+        if (free_names(c.test) | free_names(raw)) & varying:
+            continue
+        return True
+    return False
+
+
+def _distributed_sides(rc: RuleContext) -> set[tuple[int, bool]]:
+    """The sides of the ``if`` statements on which the job becomes distributed (a process
+    group set up, a model wrapped), when it becomes distributed only there: the job being
+    diagnosed runs distributed, so it takes them (imagenet's ``elif args.distributed:`` and
+    ``if args.gpu is not None:``). Where a set-up also runs outside any ``if`` (DINO wraps its
+    student unconditionally), no ``if`` decides distributed-ness (DINO's teacher wrap under
+    ``if has_batchnorms(student):`` is one side of a real switch)."""
+    out: set[tuple[int, bool]] = set()
+    for e in rc.a.events:
+        if e.kind != "call":
+            continue
+        sets_up = apis.last(e.name) == "init_process_group" or (
+            e.result is not None and e.result.kind in (V.DDP, V.FSDP)
+        )
+        if not sets_up:
+            continue
+        sides = {
+            (id(c.node), c.branch)
+            for c in e.ctx
+            if isinstance(c, CondCtx) and not is_rank_cond(c) and V.WORLD not in c.taint
+        }
+        if not sides:
+            return set()
+        out |= sides
+    return out
+
+
+def _loop_names(node: ast.AST) -> set[str]:
+    """Names a loop rebinds on each pass: its target and what its body assigns."""
+    out: set[str] = set()
+    parts = [node.target] if isinstance(node, (ast.For, ast.AsyncFor)) else []
+    parts += list(getattr(node, "body", []))
+    for part in parts:
+        for sub in ast.walk(part):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                out.add(sub.id)
+    return out
+
+
+def default_runs(e: Event) -> bool:
+    """Every option-decided ``if`` around the event takes its side with the defaults."""
+    return all(
+        c.const is not None and bool(c.const) == c.branch
+        for c in e.ctx
+        if isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint)
     )
 
 

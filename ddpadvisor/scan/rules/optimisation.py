@@ -7,12 +7,14 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
-from ddpadvisor.scan.context import common_prefix
+from ddpadvisor.scan.context import CondCtx, Event, common_prefix
 from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     function_constants,
+    is_rank_cond,
     lines_at,
+    mentions_world,
     num,
 )
 from ddpadvisor.scan.values import Obj, Val
@@ -20,7 +22,7 @@ from ddpadvisor.scan.values import Obj, Val
 
 def lr_scaling(rc: RuleContext) -> None:
     if rc.hf:
-        val, where = rc.hf_arg("learning_rate")
+        val, where = rc.hf_arg("learning_rate", flow=True)
         if val is not None:
             _lr_value(rc, val, where, "TrainingArguments(learning_rate=…)")
         return
@@ -48,8 +50,11 @@ def lr_scaling(rc: RuleContext) -> None:
 def _lr_value(rc: RuleContext, lr: Val, where: str, what: str) -> None:
     fact = "lr_scaling"
     if V.WORLD in lr.taint:
-        at = (lines_at(lr.taint, "scaled") or [where])[-1]
+        sites = lines_at(lr.taint, "scaled") or [where]
+        at = sites[-1]
         kind = "sqrt" if "sqrt_world" in lr.taint else "linear"
+        if _switched(rc, sites, kind):
+            return
         rc.emit(
             fact,
             kind,
@@ -58,6 +63,72 @@ def _lr_value(rc: RuleContext, lr: Val, where: str, what: str) -> None:
         )
     elif V.UNBOUND in lr.taint:
         rc.warn(f"{where}: learning rate comes from a parameter; scaling not decided")
+
+
+def _enclosing_ifs(rc: RuleContext, at: str) -> list[tuple[ast.If, bool]]:
+    """The ``if`` statements around a line, innermost first, with the side it is on."""
+    file, _, line_text = at.rpartition(":")
+    if not line_text.isdigit():
+        return []
+    line = int(line_text)
+    sources = rc.walk.sources
+    module = next((m for m in [sources.main, *sources.modules.values()] if m.label == file), None)
+    if module is None:
+        return []
+    out = []
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.If) and node.lineno <= line <= (node.end_lineno or 0):
+            last = node.body[-1]
+            out.append((node, node.body[0].lineno <= line <= (last.end_lineno or last.lineno)))
+    return sorted(out, key=lambda item: -item[0].lineno)
+
+
+def _switched(rc: RuleContext, sites: list[str], kind: str) -> bool:
+    """A world-size scaling written under an ``if`` that a run's option decides
+    (diffusers' ``if args.scale_lr:``, MAE's ``if args.lr is None:``) is the default's, not
+    the code's: a --set note when the default runs it, else a warning. Every line that
+    multiplies the scaled rate is a site; one under an option decides, then one under no
+    ``if`` (the scaling always runs), and sites all under other ``if`` s leave it open.
+    True when handled."""
+    conds = {id(c.node): c for e in rc.a.events for c in e.ctx if isinstance(c, CondCtx)}
+    open_test: tuple[str, str] | None = None
+    unconditional = False
+    for at in sites:
+        switch = _switch_at(rc, at, conds)
+        if switch is None:
+            unconditional = True
+            continue
+        node, body, c = switch
+        test = text(node.test)
+        if c is not None and (V.ARGDEFAULT in c.taint or "cli" in c.taint) and c.const is not None:
+            if bool(c.const) == body:
+                rc.cli_default("lr_scaling", kind, at)
+            else:
+                rc.warn(
+                    f"{at}: learning rate scaled by the world size only when {test} "
+                    "(not by default); lr_scaling not decided"
+                )
+            return True
+        open_test = open_test or (at, test)
+    if unconditional or open_test is None:
+        return False
+    at, test = open_test
+    rc.warn(f"{at}: learning rate scaled by the world size only when {test}; not decided")
+    return True
+
+
+def _switch_at(
+    rc: RuleContext, at: str, conds: dict[int, CondCtx]
+) -> tuple[ast.If, bool, CondCtx | None] | None:
+    """The innermost ``if`` around a line that is a switch (not a rank or world-size test)."""
+    for node, body in _enclosing_ifs(rc, at):
+        c = conds.get(id(node))
+        if c is not None and (is_rank_cond(c) or V.WORLD in c.taint):
+            continue  # both sides run in the same job, on different ranks or sizes
+        if c is None and mentions_world(node.test):
+            continue
+        return node, body, c
+    return None
 
 
 def schedule(rc: RuleContext) -> None:
@@ -92,53 +163,14 @@ def schedule(rc: RuleContext) -> None:
 
 
 def _warmup(rc: RuleContext) -> None:
+    """``warmup_steps``: decided only when every path that sets the learning rate was read —
+    the scheduler's own warmup argument (a literal, not a command-line default), a hand-written
+    ramp's function, or no schedule at all. A ``param_group["lr"]`` assignment is a hand-written
+    schedule and overrides whatever scheduler is also built; a scheduler from a factory the
+    scan does not know, a warmup length from an unread config or the command line, and code
+    the scan cannot read that gets the optimizer all leave it undecided."""
     a = rc.a
     scheds = a.objs(V.SCHEDULER)
-    if not scheds and rc.ds is not None:
-        return  # a DeepSpeed config may define the scheduler
-    for s in scheds:
-        n = apis.last(s.canon)
-        ev = a.by_seq.get(s.seq)
-        if (n.startswith("get_") and "warmup" in n) or n == "get_scheduler":
-            pos = 2 if n == "get_scheduler" else 1
-            w = s.kwargs.get("num_warmup_steps") or (s.args[pos] if len(s.args) > pos else None)
-            k = num(w)
-            if k is not None and w is not None and V.ARGDEFAULT in w.taint:
-                rc.cli_default("warmup_steps", int(k), s.where)
-            elif k is not None:
-                rc.emit("warmup_steps", int(k), s.where, f"{n}(num_warmup_steps={int(k)})")
-            elif w is None and n == "get_scheduler":
-                rc.emit("warmup_steps", 0, s.where, "get_scheduler without warmup")
-            else:
-                rc.warn(f"{s.where}: warmup steps computed at run time")
-            return
-        if n == "LinearLR":
-            start = num(s.kwargs.get("start_factor") or (s.args[1] if len(s.args) > 1 else None))
-            total = s.kwargs.get("total_iters") or (s.args[3] if len(s.args) > 3 else None)
-            if start is None and "start_factor" not in s.kwargs and len(s.args) <= 1:
-                start = 1 / 3
-            k = num(total) if total is not None else 5.0
-            if start is not None and start < 1 and k is not None:
-                rc.emit("warmup_steps", int(k), s.where, f"LinearLR warmup over {int(k)} steps")
-                return
-        if n == "CosineLRScheduler":
-            k = num(s.kwargs.get("warmup_t"))
-            rc.emit("warmup_steps", int(k or 0), s.where, f"timm scheduler warmup_t={int(k or 0)}")
-            return
-        if n == "LambdaLR":
-            fn = s.kwargs.get("lr_lambda") or (s.args[1] if len(s.args) > 1 else None)
-            k = _warmup_in_function(rc, fn)
-            if k is not None:
-                rc.emit(
-                    "warmup_steps",
-                    k,
-                    s.where,
-                    f"LambdaLR warmup over {k} steps" if k else "LambdaLR without warmup",
-                )
-            else:
-                rc.warn(f"{s.where}: LambdaLR warmup not readable")
-            return
-        del ev
     groups = [
         e
         for e in a.events
@@ -148,39 +180,161 @@ def _warmup(rc: RuleContext) -> None:
         and e.recv.kind == "param_group"
     ]
     if groups:
-        fn_calls = [
-            e
-            for e in a.calls()
-            if e.result is not None
-            and e.name.startswith("local:")
-            and any(e.seq < g.seq for g in groups)
-            and "lr" in e.name.lower()
-        ]
-        for c in fn_calls:
-            ref = None
-            for fr in rc.walk.functions:
-                if f"local:{fr.name}" == c.name:
-                    ref = fr
-            k = _warmup_in_function(rc, Val(kind=V.FUNCTION, const=ref)) if ref else None
-            if k is not None:
-                rc.emit("warmup_steps", k, c.where, f"learning-rate function with {k} warmup steps")
-                return
-        rc.warn(f"{groups[0].where}: learning rate set by hand each step; warmup not decided")
+        _hand_written_warmup(rc, groups)
         return
-    sched_without_warmup = [
-        s
-        for s in scheds
-        if apis.last(s.canon) in apis.TORCH_SCHEDULERS or "warmup" not in apis.last(s.canon)
-    ]
-    if scheds and sched_without_warmup:
-        s = sched_without_warmup[0]
-        rc.emit("warmup_steps", 0, s.where, f"{apis.last(s.canon)} has no warmup")
-    elif not scheds:
+    if not scheds and rc.ds is not None:
+        return  # a DeepSpeed config may define the scheduler
+    if not scheds:
         opt = rc._main_optimizer()
-        if opt is not None and rc._opaque_touches({opt.ref}, None):
-            return  # code the scan cannot read gets the optimizer: it may set the lr
-        if opt is not None and a.main_backward is not None:
-            rc.emit("warmup_steps", 0, opt.where, "constant learning rate: no warmup")
+        if opt is None or a.main_backward is None:
+            return
+        unseen = rc.unreached_calls(
+            lambda n: apis.is_scheduler(n) or "schedul" in apis.last(n).lower()
+        )
+        if unseen:
+            rc.warn(f"{unseen[0]}: a scheduler in code the scan did not follow; warmup not decided")
+            return
+        hidden = rc._opaque_touches({opt.ref}, None) or _optimizer_consumers(rc, opt)
+        if hidden:
+            rc.warn(
+                f"{hidden[0].where}: {hidden[0].name or 'a call'}() gets the optimizer and may "
+                "set its learning rate; warmup not decided"
+            )
+            return
+        rc.emit("warmup_steps", 0, opt.where, "constant learning rate: no warmup")
+        return
+    s = _stepped_scheduler(rc, scheds)
+    _scheduler_warmup(rc, s)
+
+
+def _stepped_scheduler(rc: RuleContext, scheds: list[Obj]) -> Obj:
+    """The scheduler the loop steps (the first one built when none is seen stepping)."""
+    for e in rc.a.sched_steps:
+        o = rc.obj(e.recv)
+        if o is not None and o in scheds:
+            return o
+    return scheds[0]
+
+
+def _optimizer_consumers(rc: RuleContext, opt: Obj) -> list[Event]:
+    """Calls into libraries that get the optimizer and are not known to leave its learning
+    rate alone (``create_scheduler_v2(optimizer, ...)``)."""
+    out = []
+    for e in rc.a.calls():
+        if not e.name or e.name.startswith("local:"):
+            continue
+        if e.recv is not None and e.recv.ref == opt.ref:
+            continue  # the optimizer's own methods
+        if apis.last(e.name) in apis.OPTIMIZER_CONSUMERS or e.method in apis.OPTIMIZER_CONSUMERS:
+            continue
+        if any(v.ref == opt.ref for v in [*e.args, *e.kwargs.values()] if v.ref is not None):
+            out.append(e)
+    return out
+
+
+def _warmup_value(rc: RuleContext, w: Val | None, s: Obj, what: str) -> bool:
+    """Emit the warmup a scheduler argument gives; False when it is not decided (with the
+    reason as a warning or a command-line-default note)."""
+    k = num(w)
+    if w is not None and k is not None and V.ARGDEFAULT in w.taint:
+        rc.cli_default("warmup_steps", int(k), s.where)
+        return False
+    if k is not None:
+        rc.emit("warmup_steps", int(k), s.where, f"{what}={int(k)}")
+        return True
+    rc.warn(
+        f"{s.where}: warmup length of {what.split('(')[0]} computed at run time or read "
+        "from a config; not decided"
+    )
+    return False
+
+
+def _scheduler_warmup(rc: RuleContext, s: Obj) -> None:
+    n = apis.last(s.canon)
+    if (n.startswith("get_") and "warmup" in n) or n == "get_scheduler":
+        pos = 2 if n == "get_scheduler" else 1
+        w = s.kwargs.get("num_warmup_steps") or (s.args[pos] if len(s.args) > pos else None)
+        if w is None and n == "get_scheduler":
+            rc.emit("warmup_steps", 0, s.where, "get_scheduler without warmup")
+            return
+        if w is None or (w.known and w.const is None):
+            rc.warn(f"{s.where}: {n} without num_warmup_steps; warmup not decided")
+            return
+        _warmup_value(rc, w, s, f"{n}(num_warmup_steps")
+        return
+    if n.startswith("get_") and "schedule" in n:
+        rc.emit("warmup_steps", 0, s.where, f"{n} has no warmup")
+        return
+    if n in apis.SCHEDULER_WARMUP:
+        key, place, default = apis.SCHEDULER_WARMUP[n]
+        w = s.kwargs.get(key) or (
+            s.args[place] if place is not None and len(s.args) > place else None
+        )
+        if w is None:
+            rc.emit("warmup_steps", default, s.where, f"{n} without {key}: no warmup")
+            return
+        _warmup_value(rc, w, s, f"{n}({key}")
+        return
+    if n == "LinearLR":
+        start_v = s.kwargs.get("start_factor") or (s.args[1] if len(s.args) > 1 else None)
+        total = s.kwargs.get("total_iters") or (s.args[3] if len(s.args) > 3 else None)
+        start = 1 / 3 if start_v is None else num(start_v)
+        k = num(total) if total is not None else 5.0
+        if (
+            start is None
+            or k is None
+            or (any(v is not None and V.ARGDEFAULT in v.taint for v in (start_v, total)))
+        ):
+            rc.warn(f"{s.where}: LinearLR factors not constant; warmup not decided")
+            return
+        if start < 1:
+            rc.emit("warmup_steps", int(k), s.where, f"LinearLR warmup over {int(k)} steps")
+        else:
+            rc.emit("warmup_steps", 0, s.where, "LinearLR does not start below the base rate")
+        return
+    if n == "LambdaLR":
+        fn = s.kwargs.get("lr_lambda") or (s.args[1] if len(s.args) > 1 else None)
+        k = _warmup_in_function(rc, fn)
+        if k is not None:
+            rc.emit(
+                "warmup_steps",
+                k,
+                s.where,
+                f"LambdaLR warmup over {k} steps" if k else "LambdaLR without warmup",
+            )
+        else:
+            rc.warn(f"{s.where}: LambdaLR warmup not readable")
+        return
+    if n in apis.NO_WARMUP_SCHEDULERS:
+        rc.emit("warmup_steps", 0, s.where, f"{n} has no warmup")
+        return
+    rc.warn(
+        f"{s.where}: scheduler {n or 'of unknown kind'} is built by code the scan does not "
+        "read (a factory, a config, a project class); warmup not decided"
+    )
+
+
+def _hand_written_warmup(rc: RuleContext, groups: list[Event]) -> None:
+    """``param_group["lr"] = f(step)``: the warmup is whatever ``f`` ramps over."""
+    a = rc.a
+    fn_calls = [
+        e
+        for e in a.calls()
+        if e.result is not None
+        and e.name.startswith("local:")
+        and any(e.seq < g.seq for g in groups)
+        and "lr" in e.name.lower()
+    ]
+    for c in fn_calls:
+        ref = None
+        for fr in rc.walk.functions:
+            if f"local:{fr.name}" == c.name:
+                ref = fr
+        k = _warmup_in_function(rc, Val(kind=V.FUNCTION, const=ref)) if ref else None
+        if k is not None:
+            rc.emit("warmup_steps", k, c.where, f"learning-rate function with {k} warmup steps")
+            return
+    rc.warn(f"{groups[0].where}: learning rate set by hand each step; warmup not decided")
 
 
 def _warmup_in_function(rc: RuleContext, fn: Val | None) -> int | None:
@@ -266,11 +420,14 @@ def _sched_ratio(rc: RuleContext) -> None:
     sched = rc.obj(s.recv)
     name = apis.last(sched.canon) if sched else ""
     if acc.style == "framework":
-        rc.emit(
-            "scheduler_steps_per_optimizer_step",
-            1.0,
-            s.where,
-            "accelerate steps the scheduler only on real optimizer steps",
+        # accelerate's prepared scheduler skips the micro-steps, but on a real step it steps
+        # the wrapped scheduler num_processes times unless split_batches is set
+        # (https://github.com/huggingface/accelerate/blob/main/src/accelerate/scheduler.py):
+        # scripts multiply their schedule lengths by the world size to match, so the count
+        # per optimizer step is the world size, not a constant the code shows
+        rc.warn(
+            f"{s.where}: accelerate steps a prepared scheduler once per process on each "
+            "optimizer step (split_batches=False); scheduler steps per optimizer step not decided"
         )
         return
     win = a.window
@@ -290,6 +447,9 @@ def _sched_ratio(rc: RuleContext) -> None:
         if name in apis.EPOCH_SCHEDULERS:
             return
         rc.warn(f"{s.where}: scheduler stepped outside the training step loop (per epoch?)")
+        return
+    if acc.style == "modulo" and acc.k_default and (acc.k or 0) < 2:
+        _sched_ratio_by_structure(rc, s, sched)
         return
     runs = [a.runs_at(s, i, win) for i in win.indices]
     step_runs = (
@@ -327,6 +487,39 @@ def _sched_ratio(rc: RuleContext) -> None:
             "scheduler stepped once per optimizer step",
         )
     _total_steps(rc, sched)
+
+
+def _sched_ratio_by_structure(rc: RuleContext, s: Event, sched: Obj | None) -> None:
+    """The accumulation count is only a default of 1, so simulating the window says nothing:
+    a scheduler step under the ``if`` that steps the optimizer runs once per optimizer step,
+    one outside it on every micro-batch, that is ``k`` times per step for the run's ``k``
+    (given by other evidence, else unknown)."""
+    guard = rc.a.accum.boundary
+    if guard is None:
+        return
+    if any(c is guard for c in s.ctx):
+        rc.emit(
+            "scheduler_steps_per_optimizer_step",
+            1.0,
+            s.where,
+            "scheduler stepped with the optimizer, under the same condition",
+        )
+        _total_steps(rc, sched)
+        return
+    k = rc.given_number("grad_accum_steps")
+    if k is None:
+        rc.warn(
+            f"{s.where}: scheduler.step() runs on every micro-batch, outside the step's "
+            f"condition ({guard.file}:{guard.line}); steps per optimizer step = the run's "
+            "accumulation count, which only a command-line default gives"
+        )
+        return
+    rc.emit(
+        "scheduler_steps_per_optimizer_step",
+        float(k),
+        s.where,
+        f"scheduler.step() on every micro-batch ({s.where}), {k:g} per optimizer step",
+    )
 
 
 def _total_steps(rc: RuleContext, sched: Obj | None) -> None:

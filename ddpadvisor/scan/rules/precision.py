@@ -18,6 +18,7 @@ from ddpadvisor.scan.rules.base import (
     num,
 )
 from ddpadvisor.scan.source import dotted
+from ddpadvisor.scan.values import Obj, Val
 
 
 def precision(rc: RuleContext) -> None:
@@ -28,7 +29,7 @@ def precision(rc: RuleContext) -> None:
     uses_lora = bool(rc._lora_evidence() or rc.lora_switched)  # adapters may be on
     casts: list[tuple[str, str]] = []
     switched: list[str] = []
-    for o in a.objs(V.MODEL):
+    for o in _trained_models(rc):
         for dtype, ev in o.extra.get("casts", []):
             casts.append((dtype, ev.where))
             if cli_switched(ev):
@@ -142,6 +143,15 @@ def precision(rc: RuleContext) -> None:
         rc.warn(f"{policy}: FSDP's mixed-precision policy sets the compute dtype; not decided")
         _scaler(rc, None)
         return
+    if all(_model_unknown(f) for f in fwds):
+        # ``model = load_model(...)`` from code the scan does not read: its own layers may cast
+        # to a compute dtype (nanochat's Linear casts its weights in forward)
+        rc.warn(
+            f"{fwds[0].where}: the model comes from code the scan does not read; "
+            "no autocast seen, but precision not decided"
+        )
+        _scaler(rc, None)
+        return
     rc.emit(
         "precision",
         "fp32",
@@ -164,6 +174,46 @@ def _fsdp_precision_policy(rc: RuleContext) -> str | None:
             if val is not None and not (val.known and val.const is None):
                 return ev.where
     return None
+
+
+def _one_side_of_ternary(rc: RuleContext, o: Obj) -> bool:
+    """The object is built in one branch of a conditional expression (``a if test else b``)
+    whose test the scan cannot decide."""
+    sources = rc.walk.sources
+    file = o.where.rpartition(":")[0]
+    module = next((m for m in [sources.main, *sources.modules.values()] if m.label == file), None)
+    if module is None or o.node is None:
+        return False
+    for sub in ast.walk(module.tree):
+        if isinstance(sub, ast.IfExp) and sub.lineno <= o.line <= (sub.end_lineno or sub.lineno):
+            inside = {id(n) for part in (sub.body, sub.orelse) for n in ast.walk(part)}
+            if id(o.node) in inside:
+                return True
+    return False
+
+
+def _model_unknown(fwd: Event) -> bool:
+    """A forward through a value the scan only guesses is a model (by its name), not one it
+    built or read."""
+    taint = fwd.result.taint if fwd.result is not None else frozenset()
+    return "model:None" in taint and not any(
+        t.startswith("model:") and t != "model:None" for t in taint
+    )
+
+
+def _trained_models(rc: RuleContext) -> list[Obj]:
+    """The models whose dtype is the training precision: those wrapped for DDP (or prepared
+    by a framework) or whose parameters the optimizer holds. A frozen helper cast to half
+    (diffusers' ``vae.to(dtype=weight_dtype)``, a text encoder) trains nothing. When the scan
+    cannot tell which model trains, every model counts."""
+    models = rc.a.objs(V.MODEL)
+    trained = {o.ref for o in models if o.wrapped_by is not None}
+    for opt in rc.a.objs(V.OPTIMIZER):
+        params = opt.kwargs.get("params") or (opt.args[0] if opt.args else None)
+        if params is not None and params.ref is not None:
+            trained.add(params.ref)
+    kept = [o for o in models if o.ref in trained]
+    return kept or models
 
 
 def _autocast_decorator(rc: RuleContext) -> tuple[str | None, str] | None:
@@ -208,6 +258,13 @@ def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None
     scalers = rc.a.objs(V.SCALER)
     if scalers:
         s = scalers[0]
+        # ``GradScaler() if COMPUTE_DTYPE == torch.float16 else None``: made or not by a test
+        # the scan cannot decide. (A scaler made under an ``if`` statement keeps the walk's
+        # reading, its body: DINO's ``if args.use_fp16:`` also decides the autocast through
+        # ``autocast(fp16_scaler is not None)``, so scaler and fp16 come together.)
+        if _one_side_of_ternary(rc, s):
+            rc.warn(f"{s.where}: a GradScaler is made on one side of a condition only; not decided")
+            return
         enabled = s.kwargs.get("enabled")
         if enabled is not None and enabled.known and V.ARGDEFAULT in enabled.taint:
             rc.cli_default("uses_grad_scaler", bool(enabled.const), s.where)
@@ -220,6 +277,8 @@ def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None
                 f"{s.where}: GradScaler enabled at run time ({text(kw_node(s.node, 'enabled'))})"
             )
         return
+    if rc.acc:
+        return  # accelerate scales fp16 losses itself when its mixed precision asks for it
     if rc.a.main_backward is not None and rc.a.opt_steps:
         step = rc.a.main_step or rc.a.opt_steps[0]
         rc.emit(
@@ -230,14 +289,51 @@ def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None
         )
 
 
+# Keywords that hand a clipping threshold to a helper the scan does not read (a loss-scaler
+# wrapper's ``clip_grad=``, a framework's ``max_norm=``): the helper clips when it is set.
+TORCH_CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
+CLIP_KEYWORDS = ("clip_grad", "max_norm", "max_grad_norm", "clip_value", "grad_clip", "clip_norm")
+
+
+def _clip_named(e: Event) -> bool:
+    """A call that clips by its name: torch's clip_grad_norm_/clip_grad_value_, a wrapper's or
+    framework's own (``fabric.clip_gradients``, ``accelerator.clip_grad_norm_``, timm's
+    ``dispatch_clip_grad``)."""
+    low = apis.last(e.name).lower() or (e.method or "").lower()
+    return "clip" in low and "grad" in low
+
+
+def _clip_threshold(e: Event) -> Val | None:
+    """The threshold a clipping call or a helper's keyword passes, when it passes one."""
+    for key in CLIP_KEYWORDS:
+        if key in e.kwargs:
+            return e.kwargs[key]
+    return None
+
+
 def _clip_events(rc: RuleContext) -> list[Event]:
-    return [
-        e
-        for e in rc.a.calls()
-        if apis.last(e.name)
-        in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
-        or e.method in ("clip_grad_norm_", "clip_grad_value_")
-    ]
+    """Calls that clip: named for it, or a call into code the scan does not read that gets a
+    clipping threshold (``loss_scaler(loss, opt, clip_grad=args.clip_grad)``); a threshold
+    written as None is no clipping."""
+    out = []
+    for e in rc.a.calls():
+        threshold = _clip_threshold(e)
+        if (
+            threshold is not None
+            and threshold.known
+            and threshold.const is None
+            and V.ARGDEFAULT not in threshold.taint
+        ):
+            continue
+        opaque_helper = (
+            threshold is not None
+            and bool(e.name)
+            and not e.name.startswith(("local:", "."))
+            and apis.last(e.name)[:1].islower()
+        )
+        if _clip_named(e) or opaque_helper:
+            out.append(e)
+    return out
 
 
 def clipping(rc: RuleContext) -> None:
@@ -293,6 +389,12 @@ def clipping(rc: RuleContext) -> None:
                 f"{hidden[0].where}: {hidden[0].name}() gets the model or optimizer; clipping not decided"
             )
             return
+        unseen = rc.unreached_calls(
+            lambda n: "clip" in apis.last(n).lower() and "grad" in apis.last(n).lower()
+        )
+        if unseen:
+            rc.warn(f"{unseen[0]}: gradient clipping in code the scan did not follow; not decided")
+            return
         if a.main_backward is not None and step is not None:
             rc.emit(
                 "uses_grad_clipping",
@@ -303,8 +405,10 @@ def clipping(rc: RuleContext) -> None:
         return
     clip = clips[0]
     # Whether it clips may hang on a switch; where it clips (before unscale_, inside no_sync)
-    # is decided either way, and means something only if it does.
-    _unscale(rc, clip)
+    # is decided either way, and means something only if it does. A helper or framework call
+    # that clips (fabric.clip_gradients, a loss scaler's clip_grad=) unscales as it sees fit.
+    if apis.last(clip.name) in TORCH_CLIPS or clip.method in TORCH_CLIPS:
+        _unscale(rc, clip)
     _clip_local(rc, clip)
     for c in clip.conds():
         if c.const is not None:  # a command-line switch: only its default is known
@@ -313,6 +417,14 @@ def clipping(rc: RuleContext) -> None:
         if c.const is None and not is_rank_cond(c) and not _structural(rc, c):
             rc.warn(f"{clip.where}: clipping runs only when {text(c.test)}; not decided")
             return
+    threshold = _clip_threshold(clip)
+    if threshold is not None and V.ARGDEFAULT in threshold.taint and threshold.known:
+        on = threshold.const is not None and threshold.const is not False and threshold.const != 0
+        rc.cli_default("uses_grad_clipping", on, clip.where)
+        return
+    if threshold is not None and not threshold.known and not _clip_named(clip):
+        rc.warn(f"{clip.where}: {clip.name}() clips when its threshold is set; not decided")
+        return
     rc.emit("uses_grad_clipping", True, clip.where, f"gradients clipped ({clip.where})")
 
 

@@ -4,17 +4,21 @@ buffers (kb/causes/replicas.yaml)."""
 from __future__ import annotations
 
 import ast
+import builtins
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text
-from ddpadvisor.scan.interp import ClassInfo
+from ddpadvisor.scan.interp import ClassInfo, FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     cli_switched,
+    default_runs,
     exclusive,
     is_rank_cond,
+    may_not_run,
 )
+from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
 
 
@@ -22,7 +26,13 @@ def lora_and_wrap_order(rc: RuleContext) -> None:
     a = rc.a
     lora = rc._lora_evidence()
     models = _trained_models(rc)
-    if lora:
+    switched = _lora_switched(rc, lora) if lora else None
+    if switched == "cli":
+        # ``if args.use_lora: model = get_peft_model(...)``: the run's option decides
+        rc.cli_default("uses_lora", True, lora[0])
+    elif switched == "open":
+        rc.warn(f"{lora[0]}: LoRA adapters are added only on one side of an if; not decided")
+    elif lora:
         rc.emit("uses_lora", True, lora[0], f"LoRA / PEFT adapters ({lora[0]})")
     elif rc.lora_switched:
         rc.warn(
@@ -56,6 +66,15 @@ def lora_and_wrap_order(rc: RuleContext) -> None:
             return  # training happens in code the scan cannot see
         if hit is not None:
             where, what = hit
+            made = [e for e in a.events if e.where == where]
+            if made and all(may_not_run(rc, e) for e in made):
+                # ``if args.train_text_encoder: ...requires_grad_(True)`` after the wrap:
+                # the change happens only when the run takes that side
+                if all(cli_switched(e) and default_runs(e) for e in made):
+                    rc.cli_default(fact, True, where)
+                else:
+                    rc.warn(f"{where}: {what} after the DDP wrap only on one side of an if")
+                return
             rc.emit(
                 fact,
                 True,
@@ -259,19 +278,48 @@ def _trained_models(rc: RuleContext) -> list[Obj]:
     return models
 
 
+def _lora_switched(rc: RuleContext, lora: list[str]) -> str | None:
+    """Whether every piece of LoRA evidence sits under an ``if`` that may not run: "cli" when
+    a command-line option decides it, "open" when the scan cannot decide it (an option of a
+    parser it cannot read, a config), None when some evidence always runs."""
+    events = [e for e in rc.a.events if e.where in set(lora)]
+    if not events or {e.where for e in events} < set(lora):
+        return None
+    if all(cli_switched(e) for e in events):
+        return "cli"
+    return "open" if all(may_not_run(rc, e) for e in events) else None
+
+
 def batchnorm(rc: RuleContext) -> None:
     a = rc.a
     bn: list[str] = []
+    bn_objs: list[Obj] = []
     for o in a.objs(V.MODEL):
-        if o.extra.get("nn") in apis.BN_CLASSES:
-            bn.append(o.where)
         arch = o.extra.get("arch")
-        if isinstance(arch, str) and arch.lower().startswith(apis.BN_MODEL_PREFIXES):
+        if o.extra.get("nn") in apis.BN_CLASSES or (
+            isinstance(arch, str) and arch.lower().startswith(apis.BN_MODEL_PREFIXES)
+        ):
             bn.append(o.where)
+            bn_objs.append(o)
     syncbn = [o.extra["syncbn"] for o in a.objects.values() if o.extra.get("syncbn")]
     syncbn_ctor = [e for e in a.calls() if apis.last(e.name) == "SyncBatchNorm"]
-    if bn:
+    picked = [o for o in a.objs(V.MODEL) if o.extra.get("chosen_by_default")]
+    made = [a.by_seq.get(o.seq) for o in bn_objs]
+    optional = bool(made) and all(e is not None and may_not_run(rc, e) for e in made)
+    if bn and picked:
+        rc.cli_default("has_batchnorm", True, picked[0].where)
+    elif optional:
+        # ``if use_bn: layers.append(nn.BatchNorm1d(...))`` with use_bn from an option
+        first = next(e for e in made if e is not None)
+        if all(e is not None and cli_switched(e) and default_runs(e) for e in made):
+            rc.cli_default("has_batchnorm", True, first.where)
+        else:
+            rc.warn(f"{first.where}: BatchNorm is built only on one side of an if; not decided")
+    elif bn:
         rc.emit("has_batchnorm", True, bn[0], f"BatchNorm layers ({bn[0]})")
+    elif by_default := _arch_by_default(rc):
+        o, has = by_default
+        rc.cli_default("has_batchnorm", has, o.where)
     elif _model_known_without_bn(rc):
         models = [o for o in a.objs(V.MODEL) if o.wrapped_by] or a.objs(V.MODEL)
         rc.emit(
@@ -287,6 +335,10 @@ def batchnorm(rc: RuleContext) -> None:
             # ``if args.sync_bn: convert_sync_batchnorm(...)``: the run's flags decide.
             rc.warn(f"{where}: SyncBatchNorm conversion depends on a command-line switch")
             return
+        if events and all(may_not_run(rc, e) for e in events):
+            # ``if utils.has_batchnorms(model): convert...``: runs only when the if holds
+            rc.warn(f"{where}: SyncBatchNorm conversion runs only on one side of an if")
+            return
         rc.emit("uses_syncbn", True, where, "converted to SyncBatchNorm")
     elif bn and (a.ddps or rc.hf):
         where = a.ddps[0].where if a.ddps else bn[0]
@@ -296,6 +348,20 @@ def batchnorm(rc: RuleContext) -> None:
             where,
             f"BatchNorm not converted to SyncBatchNorm before the DDP wrap ({where})",
         )
+
+
+def _arch_by_default(rc: RuleContext) -> tuple[Obj, bool] | None:
+    """A model chosen by a name that is only a command-line default (``create_model(
+    args.model)``, ``--model resnet50``): what that default would mean, for the --set note."""
+    for o in rc.a.objs(V.MODEL):
+        name = str(o.extra.get("arch_default") or "").lower()
+        if not name:
+            continue
+        if name.startswith(apis.BN_MODEL_PREFIXES):
+            return o, True
+        if name.startswith(apis.NO_BN_MODEL_PREFIXES):
+            return o, False
+    return None
 
 
 def _model_known_without_bn(rc: RuleContext) -> bool:
@@ -324,13 +390,13 @@ def _model_known(rc: RuleContext, m: Obj, seen: set[int]) -> bool:
     hf = m.extra.get("hf_class")
     arch = m.extra.get("arch")
     if hf is not None:
-        return not (
-            not any(h in hf for h in apis.HF_TEXT_MODEL_HINTS)
-            and hf.startswith("AutoModel")
-            and hf != "AutoModelForCausalLM"
-        )
+        # a text model (any class, or a causal-LM auto class), or a class known to be built
+        # from GroupNorm/LayerNorm only; any other class may hold BatchNorm
+        return any(h in hf for h in (*apis.HF_TEXT_MODEL_HINTS, *apis.HF_NO_BN_CLASS_HINTS))
     if arch is not None:
         return str(arch).lower().startswith(apis.NO_BN_MODEL_PREFIXES)
+    if m.extra.get("chosen_by_default"):
+        return False  # a class picked from a table by a command-line default
     if m.canon.startswith("local:"):
         info = rc._class_of(m)
         if info is None or not _class_tree_known(rc, info, set()):
@@ -356,38 +422,78 @@ def _class_calls(rc: RuleContext, info: ClassInfo) -> list[tuple[ast.Call, str]]
 
 
 def _class_tree_known(rc: RuleContext, info: ClassInfo, seen: set[int]) -> bool:
-    """Every sub-module the class builds is from torch.nn or another local class."""
+    """Every sub-module the class builds is from torch.nn or another class the scan reads. A
+    layer built by a value the scan cannot name (``block(...)`` of a parameter,
+    ``getattr(nn, name)(...)``, ``eval(m)(...)`` from a YAML file, ``registry[name](...)``, a
+    builder imported from code it does not read such as ``build_norm_layer(cfg)``) may be a
+    BatchNorm: the tree is not known."""
     if id(info) in seen:
         return True
     seen.add(id(info))
     glob = info.scope.globals
     for cls in info.mro():
-        for _call, name in _class_calls(rc, cls):
-            if not name:
-                continue
-            head = name.split(".")[0]
-            val = glob.get(head)
-            canon = (
-                (val.canon or "") + name[len(head) :]
-                if val is not None and val.kind == "symbol"
-                else ""
-            )
-            if val is not None and val.kind == "class" and isinstance(val.const, ClassInfo):
-                if val.const.object_kind() == V.MODEL and not _class_tree_known(
-                    rc, val.const, seen
-                ):
-                    return False
-                continue
-            last = apis.last(name)
-            if not last[:1].isupper():
-                continue
-            if canon.startswith("torch.nn.") or name.startswith("nn."):
-                continue
-            if canon and not canon.startswith(
-                ("torch.", "math.", "dataclasses.", "collections.", "typing.")
-            ):
+        for call, name in _class_calls(rc, cls):
+            if not _call_known(rc, call, name, glob, seen, 0):
                 return False
     return True
+
+
+_SAFE_CANON = ("torch", "math", "dataclasses", "collections", "typing", "functools", "itertools")
+
+
+def _call_known(
+    rc: RuleContext,
+    call: ast.Call,
+    name: str,
+    glob: dict[str, Val],
+    seen: set[int],
+    depth: int,
+) -> bool:
+    """Whether this call inside a model's code cannot build a layer the scan does not see."""
+    if not name:
+        func = call.func
+        # ``registry[name](...)``, ``getattr(nn, kind)(...)``, ``eval(m)(...)``: built by name
+        return not isinstance(func, (ast.Subscript, ast.Call))
+    head = name.split(".")[0]
+    if head in ("self", "cls", "super"):
+        return True  # the class's own methods are read with it
+    val = glob.get(head)
+    if val is None:
+        if "." in name:
+            return True  # a method of a local value (x.view, layers.append)
+        if name in _BUILD_BY_TEXT:
+            return False
+        # a builtin, or a local name or parameter called as a constructor (``block(...)``,
+        # ``norm_layer(dim)``): a layer class chosen by the caller
+        return name in _BUILTINS
+    if val.kind == "class" and isinstance(val.const, ClassInfo):
+        return val.const.object_kind() != V.MODEL or _class_tree_known(rc, val.const, seen)
+    if val.kind == V.FUNCTION and isinstance(val.const, FuncRef):
+        return depth < 4 and _function_known(rc, val.const, seen, depth + 1)
+    canon = (val.canon or "") + name[len(head) :] if val.kind == "symbol" else ""
+    if canon.startswith("torch.nn.") or name.startswith("nn."):
+        return True
+    if canon:
+        return canon.startswith(_SAFE_CANON)
+    return True  # a constant or data value of the module's own
+
+
+def _function_known(rc: RuleContext, ref: FuncRef, seen: set[int], depth: int) -> bool:
+    """A helper of the model's module (``def conv_bn(...)``): its calls, read the same way."""
+    if id(ref.node) in seen:
+        return True
+    seen.add(id(ref.node))
+    glob = ref.scope.globals
+    for sub in ast.walk(ref.node):
+        if isinstance(sub, ast.Call) and not _call_known(
+            rc, sub, dotted(sub.func), glob, seen, depth
+        ):
+            return False
+    return True
+
+
+_BUILD_BY_TEXT = {"eval", "exec", "__import__"}
+_BUILTINS = frozenset(dir(builtins)) - _BUILD_BY_TEXT
 
 
 def broadcast_buffers(rc: RuleContext) -> None:

@@ -54,8 +54,21 @@ def compile(rc: RuleContext) -> None:
             and not _compiles_a_function(e)
         )
         or (e.method == "compile" and e.recv is not None and e.recv.kind in (V.MODEL, V.DDP))
+        # a wrapper's own compile (timm's ``task.compile(backend=...)``) on an object the
+        # scan does not know: not a regex or a symbol of another library
+        or (
+            e.method == "compile"
+            and e.recv is not None
+            and e.recv.kind in (None, V.INSTANCE)
+            and e.name.split(".")[0] not in ("re", "regex", "jax", "tf", "keras")
+            and ("backend" in e.kwargs or "mode" in e.kwargs or "fullgraph" in e.kwargs)
+        )
     ]
     if not compiles:
+        hidden = rc.unreached_calls(lambda n: n in ("torch.compile", "compile"))
+        if hidden:
+            rc.warn(f"{hidden[0]}: torch.compile in code the scan did not follow; not decided")
+            return
         if rc.a.main_backward is not None:
             where = rc.a.ddps[0].where if rc.a.ddps else rc.a.main_backward.where
             rc.emit(fact, False, where, "torch.compile is not used")

@@ -1,8 +1,9 @@
-"""accelerate with accumulate(): the framework aligns sync, zero_grad and the scheduler."""
+"""accelerate with accumulate(): the framework aligns sync and zero_grad; its prepared scheduler
+steps once per process on each optimizer step, so the count per step is the world size."""
 # scan-facts: uses_distributed_sampler=true calls_set_epoch=true grad_accum_steps=4
 # scan-facts: loss_divided_by_accum=true zero_grad_every_micro_step=false uses_no_sync=true
 # scan-facts: final_micro_step_synced=true precision=bf16_amp unscale_before_clip=true
-# scan-facts: scheduler_steps_per_optimizer_step=1.0 logs_rank0_only=true hand_written_loop=true uses_comm_hook=false
+# scan-facts: scheduler_steps_per_optimizer_step=unknown logs_rank0_only=true hand_written_loop=true uses_comm_hook=false
 import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
