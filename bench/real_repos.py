@@ -45,6 +45,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 _saved_path = list(sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from interview import MIRRORS, SCRIPT_CACHE, extract_python  # noqa: E402
+from interview import MIRRORS, SCRIPT_CACHE  # noqa: E402
 
 sys.path[:] = _saved_path  # interview.py puts this repository first; measure the env's copy
 
@@ -92,7 +93,7 @@ LAYOUTS = (
     "timm-factories",
     "runner",
 )
-CONFIG_PATTERNS = ("*.py", "*.yaml", "*.yml", "*.json", "*.toml", "*.cfg")
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".cfg")
 CONFIG_CAP = 256 * 1024
 Value = bool | int | float | str
 
@@ -179,7 +180,9 @@ def load_case(path: Path) -> RepoCase:
     if path.stem != case.name:
         raise CaseProblem(f"{path.name}: file name must be {case.name}.yaml")
     if (case.part == "held_out") != held_out(case.repo):
-        raise CaseProblem(f"{path.name}: part must be {'held_out' if held_out(case.repo) else 'tuned'}")
+        raise CaseProblem(
+            f"{path.name}: part must be {'held_out' if held_out(case.repo) else 'tuned'}"
+        )
     ids = [i.id for i in case.injections]
     if len(set(ids)) != len(ids):
         raise CaseProblem(f"{path.name}: injection ids repeat")
@@ -223,19 +226,66 @@ def kb_problems(case: RepoCase, kb: KnowledgeBase) -> list[str]:
 # --- the repository on disk ---------------------------------------------------------------
 
 
+def _extract(git_dir: Path, commit: str, folder: Path) -> bool:
+    """The .py files and the config files under the cap of a mirror at ``commit``, written into
+    ``folder`` whole or not at all. False when git cannot read them."""
+    listed = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-l", "-z", commit],
+        capture_output=True,
+        check=False,
+    )
+    if listed.returncode != 0:
+        return False
+    wanted: list[tuple[str, str]] = []  # (blob, path)
+    for entry in listed.stdout.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, raw = entry.partition(b"\t")
+        mode, kind, blob, size = meta.split()
+        path = raw.decode("utf-8", errors="replace")
+        if kind != b"blob" or mode == b"120000" or not size.isdigit():
+            continue
+        suffix = PurePosixPath(path).suffix
+        if suffix == ".py" or (suffix in CONFIG_SUFFIXES and int(size) <= CONFIG_CAP):
+            wanted.append((blob.decode(), path))
+    blobs = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "cat-file", "--batch"],
+        input="".join(f"{b}\n" for b, _ in wanted).encode(),
+        capture_output=True,
+        check=False,
+    )
+    if blobs.returncode != 0:
+        return False
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".part-"))
+    try:
+        data, at = blobs.stdout, 0
+        for _, path in wanted:
+            end = data.index(b"\n", at)
+            header = data[at:end].split()
+            if len(header) != 3:  # "<sha> missing": a mirror may lack its largest files
+                at = end + 1
+                continue
+            size = int(header[2])
+            target = tmp / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data[end + 1 : end + 1 + size])
+            at = end + 1 + size + 1
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
 def checkout(case: RepoCase, mirrors: Path = MIRRORS, cache: Path = CACHE) -> Path | None:
     """The repository's code and config files at ``commit``, extracted once into the cache."""
     folder = cache / f"{case.name}@{case.commit[:12]}"
     if (folder / case.entry).is_file():
         return folder
     git_dir = mirrors / case.name / "repo"
-    if not git_dir.is_dir():
+    if not git_dir.is_dir() or not _extract(git_dir, case.commit, folder):
         return None
-    if not extract_python(git_dir, case.commit, folder, ".", CONFIG_PATTERNS):
-        return None
-    for path in folder.rglob("*"):
-        if path.is_file() and path.suffix != ".py" and path.stat().st_size > CONFIG_CAP:
-            path.unlink()
     return folder if (folder / case.entry).is_file() else None
 
 
@@ -366,12 +416,13 @@ def run_case(engine: Engine, case: RepoCase, folder: Path, bar: float, tally: Ta
         if truth.value != UNDECIDED and same(truth.value, obs.value):
             tally.right += 1
         else:
-            tally.wrong.append(f"{case.repo}: {fact}={obs.value} ({obs.where}), truth {truth.value}")
+            tally.wrong.append(
+                f"{case.repo}: {fact}={obs.value} ({obs.where}), truth {truth.value}"
+            )
             notes.append(f"WRONG {fact}={obs.value} (truth {truth.value})")
     flag = "  CONFIDENT-FP" if confident else ""
     print(
-        f"  {case.repo:40} facts {len(facts):2}  lead {cause} {score:.2f}{flag}  "
-        f"{got.seconds:.1f}s"
+        f"  {case.repo:40} facts {len(facts):2}  lead {cause} {score:.2f}{flag}  {got.seconds:.1f}s"
     )
     for n in notes:
         print(f"      {_clean(n)}")
@@ -406,14 +457,20 @@ def summary(part: str, tally: Tally, bar: float) -> list[str]:
         + (f" ({', '.join(tally.blind)})" if tally.blind else "")
         + f"; scan errors {len(tally.errors)}"
     )
-    lines.append(f"confident false positives (catalogued cause >= {bar:.2f}): {len(tally.false_positives)}")
+    lines.append(
+        f"confident false positives (catalogued cause >= {bar:.2f}): {len(tally.false_positives)}"
+    )
     lines += [f"  {fp}" for fp in tally.false_positives]
     pct = f"{100 * tally.right / tally.checked:.1f} %" if tally.checked else "n/a"
-    lines.append(f"decided facts: precision {tally.right}/{tally.checked} ({pct}); UNCHECKED {len(tally.unchecked)}")
+    lines.append(
+        f"decided facts: precision {tally.right}/{tally.checked} ({pct}); UNCHECKED {len(tally.unchecked)}"
+    )
     lines += [f"  wrong: {_clean(w)}" for w in tally.wrong]
     lines += [f"  UNCHECKED: {_clean(u)}" for u in tally.unchecked]
     r = tally.ranks
-    lines.append(f"injections: first {_share(r, 1)}, top 3 {_share(r, 3)}; not applied {len(tally.broken)}")
+    lines.append(
+        f"injections: first {_share(r, 1)}, top 3 {_share(r, 3)}; not applied {len(tally.broken)}"
+    )
     llm = [x for x in r if x[1]]
     lines.append(f"  LLM stacks: first {_share(llm, 1)}, top 3 {_share(llm, 3)}")
     for stack in sorted({s for s, _, _ in r}):
@@ -432,7 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--part", choices=("tuned", "held_out", "all"), default="tuned")
     parser.add_argument("--repo", help="one repository (owner/name)")
     parser.add_argument("--mirrors", type=Path, default=MIRRORS, help="folder of bare git mirrors")
-    parser.add_argument("--bar", type=float, default=0.3, help="a leading score counted as confident")
+    parser.add_argument(
+        "--bar", type=float, default=0.3, help="a leading score counted as confident"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -466,7 +525,9 @@ def main(argv: list[str] | None = None) -> int:
         for case in (c for c in cases if c.part == part):
             folder = checkout(case, args.mirrors)
             if folder is None:
-                print(f"  {case.repo}: no mirror or commit {case.commit[:12]} not readable, skipped")
+                print(
+                    f"  {case.repo}: no mirror or commit {case.commit[:12]} not readable, skipped"
+                )
                 continue
             run_case(engine, case, folder, args.bar, tally)
         out += summary(part, tally, args.bar)
