@@ -38,6 +38,7 @@ Baseline: see ``bench/real_repos/README.md``.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import inspect
 import math
@@ -140,6 +141,9 @@ class RepoCase(BaseModel):
     set: dict[str, Value] = Field(default_factory=dict)
     attach: list[str] = Field(default_factory=list)  # [KIND:]path inside the repository
     truth: dict[str, Truth] = Field(default_factory=dict)
+    # Catalogued causes the unmodified code really has at ``commit`` (cause -> file:line why):
+    # such a cause leading on the correct code is a true finding, not a false positive.
+    upstream_faults: dict[str, str] = Field(default_factory=dict)
     injections: list[Injection] = Field(min_length=1, max_length=2)
 
     _entry = field_validator("entry")(_rel_path)
@@ -212,6 +216,9 @@ def kb_problems(case: RepoCase, kb: KnowledgeBase) -> list[str]:
     for inj in case.injections:
         if inj.cause not in kb.causes:
             out.append(f"{case.name}: injection {inj.id}: cause '{inj.cause}' is not in the KB")
+    for cause in case.upstream_faults:
+        if cause not in kb.causes:
+            out.append(f"{case.name}: upstream_faults: cause '{cause}' is not in the KB")
     for where, facts in (("truth", case.truth), ("set", case.set)):
         for fact, entry in facts.items():
             if fact not in kb.facts:
@@ -377,6 +384,7 @@ class Tally:
     blind: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     false_positives: list[str] = field(default_factory=list)
+    upstream: list[str] = field(default_factory=list)  # a real fault of the code, leading
     right: int = 0
     checked: int = 0
     wrong: list[str] = field(default_factory=list)
@@ -403,7 +411,10 @@ def run_case(engine: Engine, case: RepoCase, folder: Path, bar: float, tally: Ta
         tally.blind.append(case.repo)
     cause, score = got.lead
     confident = cause not in (CATCH_ALL, "-") and score >= bar
-    if confident:
+    known = confident and cause in case.upstream_faults
+    if known:
+        tally.upstream.append(f"{case.repo}: {cause} {score:.2f}")
+    elif confident:
         tally.false_positives.append(f"{case.repo}: {cause} {score:.2f}")
     notes: list[str] = []
     for fact, obs in sorted(facts.items()):
@@ -420,7 +431,7 @@ def run_case(engine: Engine, case: RepoCase, folder: Path, bar: float, tally: Ta
                 f"{case.repo}: {fact}={obs.value} ({obs.where}), truth {truth.value}"
             )
             notes.append(f"WRONG {fact}={obs.value} (truth {truth.value})")
-    flag = "  CONFIDENT-FP" if confident else ""
+    flag = "  (known upstream fault)" if known else "  CONFIDENT-FP" if confident else ""
     print(
         f"  {case.repo:40} facts {len(facts):2}  lead {cause} {score:.2f}{flag}  {got.seconds:.1f}s"
     )
@@ -461,6 +472,9 @@ def summary(part: str, tally: Tally, bar: float) -> list[str]:
         f"confident false positives (catalogued cause >= {bar:.2f}): {len(tally.false_positives)}"
     )
     lines += [f"  {fp}" for fp in tally.false_positives]
+    if tally.upstream:
+        lines.append(f"leading with a fault the upstream code really has: {len(tally.upstream)}")
+        lines += [f"  {u}" for u in tally.upstream]
     pct = f"{100 * tally.right / tally.checked:.1f} %" if tally.checked else "n/a"
     lines.append(
         f"decided facts: precision {tally.right}/{tally.checked} ({pct}); UNCHECKED {len(tally.unchecked)}"
@@ -484,11 +498,47 @@ def summary(part: str, tally: Tally, bar: float) -> list[str]:
     return lines
 
 
+def check(cases: list[RepoCase], mirrors: Path) -> int:
+    """Every case's entry exists at its commit and every injection applies to exactly one place
+    and leaves Python that parses; one line per problem. 0 when all hold, else 1."""
+    bad = 0
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        folder = checkout(case, mirrors)
+        if folder is None:
+            print(f"{case.repo}: no mirror, or {case.entry} not at {case.commit[:12]}")
+            bad += 1
+            continue
+        for rel in (a.rpartition(":")[2] for a in case.attach):
+            if not (folder / rel).is_file():
+                print(f"{case.repo}: attach {rel} not in the repository")
+                bad += 1
+        for inj in case.injections:
+            with tempfile.TemporaryDirectory(dir=CACHE, prefix=".inj-") as tmp:
+                into = Path(tmp) / "tree"
+                problem = inject(folder, inj, into)
+                if problem is None and inj.file.endswith(".py"):
+                    try:
+                        ast.parse((into / inj.file).read_text(encoding="utf-8"))
+                    except SyntaxError as exc:
+                        problem = f"the edited {inj.file} does not parse (line {exc.lineno})"
+            if problem:
+                print(f"{case.repo}/{inj.id}: {_clean(problem)}")
+                bad += 1
+    print(f"{len(cases)} cases, {sum(len(c.injections) for c in cases)} injections, {bad} problems")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("tuned", "held_out", "all"), default="tuned")
     parser.add_argument("--repo", help="one repository (owner/name)")
     parser.add_argument("--mirrors", type=Path, default=MIRRORS, help="folder of bare git mirrors")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check that every injection applies and leaves parseable Python (no scan)",
+    )
     parser.add_argument(
         "--bar", type=float, default=0.3, help="a leading score counted as confident"
     )
@@ -507,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     if not any((args.mirrors / c.name / "repo").is_dir() for c in cases):
         print(f"error: no mirror (<owner>+<name>/repo) under {args.mirrors}", file=sys.stderr)
         return 2
+
+    if args.check:
+        return check(cases, args.mirrors)
 
     import ddpadvisor
     from ddpadvisor.service import load_engine
