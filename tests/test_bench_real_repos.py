@@ -3,6 +3,7 @@ counts issue 29 asks for; the full run only where the mirrors are on disk (CI ha
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,11 @@ def test_counts_and_held_out_split(cases: list) -> None:  # type: ignore[type-ar
 
 
 def test_every_truth_names_where_it_was_read(cases: list) -> None:  # type: ignore[type-arg]
+    """A file of the repository (with its line where a line shows it) or the documented launch."""
+    where = re.compile(r"[\w./+-]+\.(py|ya?ml|json|sh|toml|cfg|md)\b|documented|launch|Llama")
     for case in cases:
         for fact, truth in case.truth.items():
-            assert ":" in truth.why or truth.value == real_repos.UNDECIDED, (case.repo, fact)
+            assert where.search(truth.why), (case.repo, fact)
 
 
 def test_a_wrong_case_is_one_line(tmp_path: Path) -> None:
