@@ -66,7 +66,7 @@ sys.path[:] = _saved_path  # interview.py puts this repository first; measure th
 if TYPE_CHECKING:
     from ddpadvisor.engine.diagnose import Engine
     from ddpadvisor.kb.model import KnowledgeBase
-    from ddpadvisor.observation import Observation
+    from ddpadvisor.observation import Gathered, Observation
     from ddpadvisor.report.models import Diagnosis
 
 CASES = Path(__file__).resolve().parent / "real_repos"
@@ -359,12 +359,30 @@ def scan(engine: Engine, case: RepoCase, folder: Path) -> Scan:
         got = gather_sources(engine, sources)
     except InputError as exc:
         return Scan([], None, time.perf_counter() - start, exc.one_line())
-    params = inspect.signature(engine.diagnose).parameters
-    kwargs: dict[str, Any] = {}
-    if "warnings" in params:
-        kwargs["warnings"] = got.warnings
-    diagnosis = engine.diagnose(list(got.observations), **kwargs)
+    diagnosis = diagnose(engine, got)
     return Scan(list(got.observations), diagnosis, time.perf_counter() - start)
+
+
+def diagnose(engine: Engine, got: Gathered) -> Diagnosis:
+    """The diagnosis of gathered evidence as the CLI builds it: ``report.present.diagnose`` where
+    the engine returns numbers, else the older ``Engine.diagnose``."""
+    try:
+        from ddpadvisor.report import present
+    except ImportError:
+        present = None  # type: ignore[assignment]
+    build = getattr(present, "diagnose", None)
+    args: tuple[Any, ...] = (engine, list(got.observations)) if build else (list(got.observations),)
+    if build is None:
+        build = engine.diagnose  # type: ignore[attr-defined]
+    params = inspect.signature(build).parameters
+    offered = {
+        "warnings": got.warnings,
+        "declined": got.declined,
+        "verified": got.verified,
+        "resemblance": got.resemblance,
+        "run_failed": got.failed,
+    }
+    return build(*args, **{k: v for k, v in offered.items() if k in params})
 
 
 def same(truth: Value, seen: Any) -> bool:
