@@ -376,11 +376,11 @@ def diagnose(engine: Engine, got: Gathered) -> Diagnosis:
         build = engine.diagnose  # type: ignore[attr-defined]
     params = inspect.signature(build).parameters
     offered = {
-        "warnings": got.warnings,
-        "declined": got.declined,
-        "verified": got.verified,
-        "resemblance": got.resemblance,
-        "run_failed": got.failed,
+        "warnings": getattr(got, "warnings", []),
+        "declined": getattr(got, "declined", []),
+        "verified": getattr(got, "verified", {}),
+        "resemblance": getattr(got, "resemblance", []),
+        "run_failed": getattr(got, "failed", False),
     }
     return build(*args, **{k: v for k, v in offered.items() if k in params})
 
