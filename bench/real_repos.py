@@ -25,6 +25,7 @@ of ``sha256("ddpadvisor/real-repos/" + "owner/name")`` is below 0x70 (44 % expec
 measurement except to fix a factual mistake (said in the commit body).
 
     python bench/real_repos.py [--part tuned|held_out|all] [--repo owner/name] [--bar 0.3]
+                               [--json FILE] [--check]
 
 Prints, per part: correct code (repositories whose scan read no fact, the leading catalogued
 cause and score, confident false positives: a catalogued cause leading at >= ``--bar``), decided
@@ -45,6 +46,7 @@ import argparse
 import ast
 import hashlib
 import inspect
+import json
 import math
 import os
 import re
@@ -414,6 +416,7 @@ class Tally:
     ranks: list[tuple[str, bool, int]] = field(default_factory=list)  # stack, llm, rank
     broken: list[str] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)  # one per repository, for --json
 
 
 def _clean(text: str) -> str:
@@ -459,6 +462,17 @@ def run_case(engine: Engine, case: RepoCase, folder: Path, bar: float, tally: Ta
     )
     for n in notes:
         print(f"      {_clean(n)}")
+    record: dict[str, Any] = {
+        "repo": case.repo,
+        "part": case.part,
+        "stack": case.stack,
+        "facts": {k: o.value for k, o in sorted(facts.items())},
+        "notes": notes,
+        "lead": [cause, round(score, 4)],
+        "seconds": round(got.seconds, 3),
+        "injections": [],
+    }
+    tally.records.append(record)
     for inj in case.injections:
         with tempfile.TemporaryDirectory(dir=CACHE, prefix=".inj-") as tmp:
             into = Path(tmp) / "tree"
@@ -474,6 +488,9 @@ def run_case(engine: Engine, case: RepoCase, folder: Path, bar: float, tally: Ta
         rank = bad.rank(inj.cause)
         tally.ranks.append((case.stack, case.llm, rank))
         top, top_score = bad.lead
+        record["injections"].append(
+            {"id": inj.id, "cause": inj.cause, "rank": rank, "lead": [top, round(top_score, 4)]}
+        )
         shown = str(rank) if rank else "-"
         print(f"    inject {inj.id:34} {inj.cause:34} rank {shown:>3}  lead {top} {top_score:.2f}")
 
@@ -564,6 +581,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bar", type=float, default=0.3, help="a leading score counted as confident"
     )
+    parser.add_argument(
+        "--json", type=Path, help="also write every repository's facts and ranks to this file"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -582,6 +602,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.check:
         return check(cases, args.mirrors)
+    if args.json and args.json.exists():
+        print(f"error: {args.json} exists; not overwritten", file=sys.stderr)
+        return 2
 
     import ddpadvisor
     from ddpadvisor.service import load_engine
@@ -594,6 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     CACHE.mkdir(parents=True, exist_ok=True)
     parts = ("tuned", "held_out") if args.part == "all" else (args.part,)
     out: list[str] = []
+    records: list[dict[str, Any]] = []
     for part in parts:
         tally = Tally()
         print(f"-- {part}")
@@ -606,7 +630,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             run_case(engine, case, folder, args.bar, tally)
         out += summary(part, tally, args.bar)
+        records += tally.records
     print("\n".join(out))
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=1, default=str), encoding="utf-8")
     return 0
 
 
