@@ -284,8 +284,11 @@ def _extract(git_dir: Path, commit: str, folder: Path) -> bool:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data[end + 1 : end + 1 + size])
             at = end + 1 + size + 1
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
+        try:
+            tmp.rename(folder)
+        except OSError:  # another run extracted it meanwhile: keep that complete copy
+            if not folder.is_dir():
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return True
