@@ -33,11 +33,11 @@ facts against truth (precision, each wrong fact, decided facts with no truth ent
 injections (rank of the expected cause, first / top-3, per stack and for the LLM stacks), and
 seconds per scan. Exits 0; 2 with one line when no mirror is there.
 
-Baseline on main at 1444146 (details and the wrong facts in ``bench/real_repos/README.md``):
-tuned 17 repositories: 2 read no fact, 0 confident false positives, decided-fact precision
-286/302 (94.7 %), injections first 10/25, top 3 13/25 (LLM stacks 6/17, 9/17); held out 11:
-3 read no fact, 0 confident false positives, precision 95/105 (90.5 %), injections first 2/12,
-top 3 3/12 (LLM stacks 0/6, 0/6).
+Baseline on main at f205587 (details and the wrong facts in ``bench/real_repos/README.md``):
+tuned 18 repositories: 2 read no fact, 0 confident false positives, decided-fact precision
+291/309 (94.2 %), injections first 10/26, top 3 13/26 (LLM stacks 6/18, 9/18); held out 12:
+4 read no fact, 0 confident false positives, precision 95/105 (90.5 %), injections first 2/14,
+top 3 3/14 (LLM stacks 0/6, 0/6).
 """
 
 from __future__ import annotations
