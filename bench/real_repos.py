@@ -33,11 +33,11 @@ facts against truth (precision, each wrong fact, decided facts with no truth ent
 injections (rank of the expected cause, first / top-3, per stack and for the LLM stacks), and
 seconds per scan. Exits 0; 2 with one line when no mirror is there.
 
-Baseline on main at af2e212 (details and the wrong facts in ``bench/real_repos/README.md``):
+Baseline on main at f475609 (details and the wrong facts in ``bench/real_repos/README.md``):
 tuned 18 repositories: 0 read no fact, 0 confident false positives (1 lead on a real upstream
-fault), decided-fact precision 338/361 (93.6 %), injections first 10/26, top 3 13/26 (LLM
-stacks 6/18, 8/18); held out 13: 2 read no fact, 1 confident false positive, precision 156/180
-(86.7 %), injections first 3/16, top 3 5/16 (LLM stacks 1/8, 1/8).
+fault), decided-fact precision 329/338 (97.3 %), injections first 11/26, top 3 13/26 (LLM
+stacks 7/18, 7/18); held out 13: 2 read no fact, 2 confident false positives, precision
+143/158 (90.5 %), injections first 3/16, top 3 5/16 (LLM stacks 1/8, 1/8).
 """
 
 from __future__ import annotations
