@@ -1,0 +1,88 @@
+"""bench/real_repos.py's cases without the mirrors: the schema, the KB ids, the split and the
+counts issue 29 asks for; the full run only where the mirrors are on disk (CI has none)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support.bench_module import load_bench
+
+real_repos = load_bench("real_repos")
+
+
+@pytest.fixture(scope="module")
+def cases() -> list:  # type: ignore[type-arg]
+    return real_repos.load_cases()
+
+
+def test_every_case_validates_against_the_kb(cases: list) -> None:  # type: ignore[type-arg]
+    from ddpadvisor.service import load_engine
+
+    kb = load_engine().kb
+    problems = [p for c in cases for p in real_repos.kb_problems(c, kb)]
+    assert problems == []
+
+
+def test_counts_and_held_out_split(cases: list) -> None:  # type: ignore[type-arg]
+    assert len(cases) >= 24
+    llm = [c for c in cases if c.llm]
+    assert len(llm) >= 9
+    held = [c for c in cases if c.part == "held_out"]
+    assert 0.3 <= len(held) / len(cases) <= 0.5
+    assert sum(c.llm for c in held) >= 4
+    assert all((c.part == "held_out") == real_repos.held_out(c.repo) for c in cases)
+
+
+def test_every_truth_names_where_it_was_read(cases: list) -> None:  # type: ignore[type-arg]
+    """A file of the repository (with its line where a line shows it) or the documented launch."""
+    where = re.compile(r"[\w./+-]+\.(py|ya?ml|json|sh|toml|cfg|md)\b|documented|launch|Llama")
+    for case in cases:
+        for fact, truth in case.truth.items():
+            assert where.search(truth.why), (case.repo, fact)
+
+
+def test_a_wrong_case_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "o+n.yaml"
+    bad.write_text("repo: o/n\ncommit: abc\n", encoding="utf-8")
+    with pytest.raises(real_repos.CaseProblem) as err:
+        real_repos.load_case(bad)
+    assert "o+n.yaml" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_fact_value_of_the_wrong_type_is_named(cases: list) -> None:  # type: ignore[type-arg]
+    from ddpadvisor.service import load_engine
+
+    kb = load_engine().kb
+    case = cases[0].model_copy(
+        update={"truth": {"grad_accum_steps": real_repos.Truth(value=True, why="train.py:1 x")}}
+    )
+    assert any("grad_accum_steps" in p for p in real_repos.kb_problems(case, kb))
+
+
+def test_injection_leaves_the_cache_untouched(tmp_path: Path) -> None:
+    tree = tmp_path / "cache"
+    tree.mkdir()
+    (tree / "train.py").write_text("loss = loss / accum\nloss.backward()\n", encoding="utf-8")
+    inj = real_repos.Injection(
+        id="x",
+        cause="grad-accum-loss-not-scaled",
+        file="train.py",
+        old="loss = loss / accum\n",
+        new="",
+        note="removed the division",
+    )
+    assert real_repos.inject(tree, inj, tmp_path / "copy") is None
+    assert (tmp_path / "copy" / "train.py").read_text(encoding="utf-8") == "loss.backward()\n"
+    assert (tree / "train.py").read_text(encoding="utf-8").startswith("loss = loss / accum")
+    twice = inj.model_copy(update={"old": "loss"})
+    assert "occurs" in (real_repos.inject(tree, twice, tmp_path / "copy2") or "")
+
+
+@pytest.mark.slow
+def test_full_run_exits_zero_where_the_mirrors_are() -> None:
+    if not any((real_repos.MIRRORS / c.name / "repo").is_dir() for c in real_repos.load_cases()):
+        pytest.skip("no mirror on this machine")
+    assert real_repos.main(["--part", "all"]) == 0
