@@ -191,7 +191,13 @@ class _StepEngine:
         return SimpleNamespace(causes=[cause], next_steps=steps, next_questions=[])
 
 
-def test_next_steps_are_preferred_and_declined_facts_passed_on(kb) -> None:  # type: ignore[no-untyped-def]
+def test_next_steps_are_preferred_and_declined_facts_passed_on(kb, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ddpadvisor.report import present
+
+    def stub_diagnose(engine, observations, *, declined=(), resemblance=()):  # type: ignore[no-untyped-def]
+        return engine.diagnose(observations, declined=declined)
+
+    monkeypatch.setattr(present, "diagnose", stub_diagnose)  # the replay presents through it
     engine = _StepEngine(kb)
     case = _case(measured={"sampler_shards_overlap": True})
     result = bench.replay(engine, case, 8, None)
