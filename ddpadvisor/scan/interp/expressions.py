@@ -563,6 +563,27 @@ class Expressions(WalkerCore):
     def call_semantics(self, ev: Event, fval: Val, frame: Frame, ctx: Ctx) -> Val:
         node = ev.node
         assert isinstance(node, ast.Call)
+        if fval.kind == V.PARTIAL and fval.items:
+            # ``amp = partial(torch.autocast, dtype=dt)`` then ``amp()``: the call of the
+            # wrapped callable with the bound arguments first
+            inner = fval.items[0]
+            ev.args = [*fval.items[1:], *ev.args]
+            ev.kwargs = {**dict(fval.mapping or ()), **ev.kwargs}
+            if inner.canon and not ev.name:
+                ev.name = inner.canon
+            return self.call_semantics(ev, inner, frame, ctx)
+        if fval.kind == V.ALTERNATIVES and fval.items and len(fval.items) == 2:
+            # one of two callables a helper or a conditional expression picked: calling it
+            # gives one of two results (a context manager on one side only stays "maybe")
+            name, args, kwargs = ev.name, list(ev.args), dict(ev.kwargs)
+            got = []
+            for side in fval.items:
+                ev.name, ev.args, ev.kwargs = name, list(args), dict(kwargs)
+                got.append(self.call_semantics(ev, side, frame, ctx))
+            yes, no = got
+            if yes.kind in _CTX_KINDS or no.kind in _CTX_KINDS:
+                return Val(kind=V.ALTERNATIVES, items=(yes, no), node=fval.node)
+            return yes if yes.kind is not None else no
         if fval.kind in (V.FUNCTION, V.LAMBDA) and isinstance(fval.const, FuncRef):
             owner = fval.const.owner
             if owner is not None and ev.method and ev.recv is not None and ev.recv.kind == "class":

@@ -479,6 +479,9 @@ class Statements(WalkerCore):
                 elif yes.kind == no.kind:
                     kind = yes.kind if yes.kind in _CTX_KINDS else None
                     val = yes
+                    if kind == V.CTX_AUTOCAST and yes.const != no.const:
+                        # two autocasts that differ (fp16 or bf16, on or off): not decided
+                        val = Val(kind=V.CTX_AUTOCAST, const=("unknown", "maybe"))
                 elif V.CTX_AUTOCAST in (yes.kind, no.kind):
                     # ``nullcontext() if device_type == "cpu" else autocast(...)``: autocast
                     # only on one side of an undecided test, so maybe on.
@@ -820,6 +823,9 @@ class Statements(WalkerCore):
             result = Val(kind="generator", items=(union(frame.yields),))
         else:
             result = union(frame.returns) if frame.returns else UNKNOWN
+            chosen = _chosen_context(frame.returns, fn)
+            if chosen is not None:
+                result = chosen
         self.cached_returns[key] = result
         return result
 
@@ -1004,3 +1010,46 @@ def _is_config_exec(stmt: ast.stmt) -> bool:
         and bool(call.args)
         and not isinstance(call.args[0], ast.Constant)
     )
+
+
+# Callables that make a context manager, by last name: a helper returning one of them on one
+# path and another on the other (``get_autocast(precision)``: ``suppress`` or
+# ``partial(torch.autocast, dtype=...)``) picks the context by its argument.
+_CONTEXT_MAKERS = frozenset(
+    {"autocast", "nullcontext", "suppress", "ExitStack", "no_sync", "no_grad", "inference_mode"}
+)
+
+
+def _makes_context(v: Val) -> bool:
+    if v.kind in _CTX_KINDS:
+        return True
+    if v.kind == V.PARTIAL and v.items:
+        v = v.items[0]
+    return v.kind == "symbol" and apis.last(v.canon or "") in _CONTEXT_MAKERS
+
+
+def _reading(v: Val) -> tuple[object, ...]:
+    """What calling or entering ``v`` does, for telling alternatives apart."""
+    if v.kind == V.PARTIAL and v.items:
+        bound = tuple((k, x.const if x.known else x.canon) for k, x in v.mapping or ())
+        return (V.PARTIAL, v.items[0].canon, bound)
+    const = v.const if v.known or isinstance(v.const, tuple) else None
+    return (v.kind, v.canon, v.ref, const)
+
+
+def _chosen_context(returns: list[Val], fn: ast.AST) -> Val | None:
+    """A function whose returns are different context managers (or callables making them),
+    on paths its arguments choose: the caller gets one of them, not the first path's. The
+    result is an alternative (kind ``ifexp``) of the first and the second distinct one; the
+    ``with`` that uses it reads an autocast on one side only as "maybe on"."""
+    makers = [v for v in returns if _makes_context(v)]
+    if not makers:
+        return None
+    distinct: list[Val] = []
+    for v in returns:
+        if all(_reading(v) != _reading(d) for d in distinct):
+            distinct.append(v)
+    if len(distinct) < 2:
+        return None
+    test = ast.Name(id=f"<{getattr(fn, 'name', 'helper')} argument>", ctx=ast.Load())
+    return Val(kind=V.ALTERNATIVES, items=(distinct[0], distinct[1]), node=test)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text, text
-from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.context import CondCtx, Event
 from ddpadvisor.scan.library import hf_trainer
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     const,
+    default_runs,
     is_rank_cond,
 )
 from ddpadvisor.scan.values import Obj
@@ -177,11 +178,37 @@ def sharding_framework(rc: RuleContext) -> None:
             rc.emit(fact, stage > 0, ds.where, f"DeepSpeed ZeRO stage {stage}")
         return
     hits = [o for o in a.objects.values() if o.kind == V.FSDP or o.extra.get("zero")]
-    if hits:
-        o = hits[0]
+    sure = [o for o in hits if not _behind_option(a.by_seq.get(o.seq))]
+    if sure:
+        o = sure[0]
         rc.emit(fact, True, o.where, f"sharded training ({apis.last(o.canon)})")
+    elif hits:
+        # ``if args.fsdp: task.prepare_fsdp(...) else: DDP(...)``: the wrap is one side of a
+        # switch the run's options decide; the other side may be the one the run takes.
+        o = hits[0]
+        ev = a.by_seq.get(o.seq)
+        if ev is not None and a.ddps and not default_runs(ev):
+            rc.cli_default(fact, False, o.where)
+        else:
+            rc.warn(f"{o.where}: sharded wrap only under an option; uses_fsdp_or_zero not decided")
     elif a.ddps:
         rc.emit(fact, False, a.ddps[0].where, "plain DistributedDataParallel")
+
+
+def _behind_option(ev: Event | None) -> bool:
+    """The event runs only on one side of an ``if`` a command-line option decides or the scan
+    cannot decide. Tests of the rank, of the world size and those that hold on every rank of
+    the job (``if args.distributed:``) do not count."""
+    if ev is None:
+        return False
+    for c in ev.ctx:
+        if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint:
+            continue
+        if c.job in ("all", "none"):
+            continue
+        if c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint:
+            return True
+    return False
 
 
 def _zero_stage(ds: Obj) -> int | None:
