@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.analysis import recv_text, text
+from ddpadvisor.scan.analysis import Analysis, recv_text, text
 from ddpadvisor.scan.context import CondCtx, Event
 from ddpadvisor.scan.library import hf_trainer
 from ddpadvisor.scan.rules.base import (
@@ -178,7 +178,7 @@ def sharding_framework(rc: RuleContext) -> None:
             rc.emit(fact, stage > 0, ds.where, f"DeepSpeed ZeRO stage {stage}")
         return
     hits = [o for o in a.objects.values() if o.kind == V.FSDP or o.extra.get("zero")]
-    sure = [o for o in hits if not _behind_option(a.by_seq.get(o.seq))]
+    sure = [o for o in hits if not _behind_option(a, o)]
     if sure:
         o = sure[0]
         rc.emit(fact, True, o.where, f"sharded training ({apis.last(o.canon)})")
@@ -187,7 +187,7 @@ def sharding_framework(rc: RuleContext) -> None:
         # switch the run's options decide; the other side may be the one the run takes.
         o = hits[0]
         ev = a.by_seq.get(o.seq)
-        if ev is not None and a.ddps and not default_runs(ev):
+        if ev is not None and (a.ddps or o.extra.get("zero")) and not default_runs(ev):
             rc.cli_default(fact, False, o.where)
         else:
             rc.warn(f"{o.where}: sharded wrap only under an option; uses_fsdp_or_zero not decided")
@@ -195,18 +195,31 @@ def sharding_framework(rc: RuleContext) -> None:
         rc.emit(fact, False, a.ddps[0].where, "plain DistributedDataParallel")
 
 
-def _behind_option(ev: Event | None) -> bool:
-    """The event runs only on one side of an ``if`` a command-line option decides or the scan
-    cannot decide. Tests of the rank, of the world size and those that hold on every rank of
-    the job (``if args.distributed:``) do not count."""
+def _behind_option(a: Analysis, o: Obj) -> bool:
+    """The sharded wrap runs only on one side of an ``if`` whose other side wraps the model
+    for plain DDP instead (``if args.fsdp: ... else: DDP(model)``), and the test is a
+    command-line option or one the scan cannot decide. An ``if`` whose other side sets up no
+    data parallelism at all is read on its distributed side (the job being diagnosed runs
+    distributed). A ZeRO optimizer is no alternative to DDP but an option on top of it
+    (``if zero_stage == 1: ZeroRedundancyOptimizer(...)``): any such ``if`` counts. Tests of
+    the rank or world size never count."""
+    ev = a.by_seq.get(o.seq)
     if ev is None:
         return False
+    zero = bool(o.extra.get("zero")) and o.kind != V.FSDP
+    others = [e for e in (a.by_seq.get(d.seq) for d in a.ddps) if e is not None]
     for c in ev.ctx:
         if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint:
             continue
         if c.job in ("all", "none"):
             continue
-        if c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint:
+        if not (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint):
+            continue
+        if zero or any(
+            isinstance(x, CondCtx) and x.node is c.node and x.branch != c.branch
+            for e in others
+            for x in e.ctx
+        ):
             return True
     return False
 
