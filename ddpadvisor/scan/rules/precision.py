@@ -16,6 +16,7 @@ from ddpadvisor.scan.rules.base import (
     exclusive,
     is_rank_cond,
     kw_node,
+    may_not_run,
     num,
 )
 from ddpadvisor.scan.source import dotted
@@ -144,6 +145,18 @@ def precision(rc: RuleContext) -> None:
         rc.warn(f"{policy}: FSDP's mixed-precision policy sets the compute dtype; not decided")
         _scaler(rc, None)
         return
+    part = [
+        ev.where
+        for o in _trained_models(rc)
+        for dtype, ev in o.extra.get("part_casts", [])
+        if dtype in ("fp16", "bf16")
+    ]
+    if part:
+        # ``self.transformer.wte.to(dtype=bf16)``: some layers in half precision, the rest
+        # as built; the model's own forward may cast to a compute dtype without autocast
+        rc.warn(f"{part[0]}: some layers cast to half precision; precision not decided")
+        _scaler(rc, None)
+        return
     if all(_model_unknown(f) for f in fwds):
         # ``model = load_model(...)`` from code the scan does not read: its own layers may cast
         # to a compute dtype (nanochat's Linear casts its weights in forward)
@@ -206,7 +219,8 @@ def _trained_models(rc: RuleContext) -> list[Obj]:
     """The models whose dtype is the training precision: those wrapped for DDP (or prepared
     by a framework) or whose parameters the optimizer holds. A frozen helper cast to half
     (diffusers' ``vae.to(dtype=weight_dtype)``, a text encoder) trains nothing. When the scan
-    cannot tell which model trains, every model counts."""
+    cannot tell which model trains, every model not frozen with ``requires_grad_(False)``
+    counts."""
     models = rc.a.objs(V.MODEL)
     trained = {o.ref for o in models if o.wrapped_by is not None}
     for opt in rc.a.objs(V.OPTIMIZER):
@@ -214,7 +228,20 @@ def _trained_models(rc: RuleContext) -> list[Obj]:
         if params is not None and params.ref is not None:
             trained.add(params.ref)
     kept = [o for o in models if o.ref in trained]
-    return kept or models
+    if kept:
+        return kept
+    # which model trains is not known: a model frozen with ``requires_grad_(False)`` is not it
+    # (diffusers casts its frozen text encoder and VAE to fp16; the UNet it trains stays fp32)
+    frozen = {
+        e.recv.ref
+        for e in rc.a.calls("requires_grad_")
+        if e.recv is not None
+        and e.recv.ref is not None
+        and e.args
+        and e.args[0].known
+        and e.args[0].const is False
+    }
+    return [o for o in models if o.ref not in frozen]
 
 
 def _autocast_decorator(rc: RuleContext) -> tuple[str | None, str] | None:
@@ -265,6 +292,12 @@ def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None
         # ``autocast(fp16_scaler is not None)``, so scaler and fp16 come together.)
         if _one_side_of_ternary(rc, s):
             rc.warn(f"{s.where}: a GradScaler is made on one side of a condition only; not decided")
+            return
+        made = rc.a.by_seq.get(s.seq)
+        if made is not None and may_not_run(rc, made) and _default_skips(made):
+            # ``if cfg.use_fp16: scaler = GradScaler()`` with the option off by default: the
+            # default run makes none, but the run may turn it on
+            rc.cli_default("uses_grad_scaler", False, s.where)
             return
         enabled = s.kwargs.get("enabled")
         if enabled is not None and enabled.known and V.ARGDEFAULT in enabled.taint:
@@ -498,6 +531,15 @@ def _unscale_at(rc: RuleContext, clip: Event) -> tuple[bool, str, str] | None:
         False,
         clip.where,
         f"clip_grad_norm_ on scaled gradients: no scaler.unscale_() before it ({clip.where})",
+    )
+
+
+def _default_skips(e: Event) -> bool:
+    """Some option-decided ``if`` around the event takes the other side with its default."""
+    return any(
+        c.const is not None and bool(c.const) != c.branch
+        for c in e.ctx
+        if isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint)
     )
 
 

@@ -12,8 +12,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from _toy import ToyNet
 
 
-def lr_decay_table(n_layers, decay):
-    return [decay ** (n_layers - 1 - i) for i in range(n_layers)]
+def lr_decay_table(groups, decay):
+    n = len(groups)
+    return {name: decay ** (n - 1 - i) for i, name in enumerate(groups)}
 
 
 def set_lr(opt, value):
@@ -34,10 +35,10 @@ def cosine_with_warmup(opt, peak, warmup, total):
 
 dist.init_process_group("nccl")
 model = DDP(ToyNet().cuda())
-scales = lr_decay_table(4, 0.75)
+scales = lr_decay_table(["embed", "blocks", "head"], 0.75)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for group in optimizer.param_groups:
-    group["lr"] = 1e-3 * scales[-1]
+    group["lr"] = 1e-3 * scales["head"]
 schedule = cosine_with_warmup(optimizer, 1e-3, 2000, 100_000)
 for step in range(100_000):
     schedule(step)
