@@ -73,6 +73,10 @@ CTX_NULL = "nullcontext"
 RANGE = "range"
 LAMBDA = "lambda"
 FUNCTION = "function"  # a function defined in the scanned code
+PARTIAL = "partial"  # functools.partial(f, ...): items = (f, *its args), mapping = its kwargs
+# One of several values, chosen by a test the scan cannot decide: items = the alternatives,
+# node = the test (``a if test else b``; a helper that returns one of them).
+ALTERNATIVES = "ifexp"
 
 
 @dataclass(frozen=True, slots=True)

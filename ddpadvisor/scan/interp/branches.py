@@ -99,6 +99,12 @@ def _int_const(node: ast.expr) -> int | None:
     return None
 
 
+def learned_key(test: ast.expr, expanded: ast.expr) -> str:
+    """The key a test is learned under: its expanded form, unless that is a bare constant
+    (two different options that both default to False are not the same test)."""
+    return ast.dump(test if isinstance(expanded, ast.Constant) else expanded)
+
+
 class Classifier:
     """Reads a test in the context the walker has for it.
 
@@ -125,7 +131,7 @@ class Classifier:
     def truth(self, test: ast.expr, depth: int = 0) -> str | None:
         if depth > 8:
             return None
-        key = ast.dump(self.expand(test))
+        key = learned_key(test, self.expand(test))
         if key in self.learned:
             return ALL if self.learned[key] else NONE
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):

@@ -27,6 +27,8 @@ from ddpadvisor.scan.interp.frames import (
     FuncRef,
     ModuleScope,
     _count_of,
+    makes_context,
+    reading,
 )
 from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Obj, Op, Val, merge
 
@@ -120,6 +122,10 @@ class Expressions(WalkerCore):
             yes = self.eval(node.body, frame, (*ctx, sides[0]))
             no = self.eval(node.orelse, frame, (*ctx, sides[1]))
             if yes.kind in _CTX_KINDS or no.kind in _CTX_KINDS:
+                return Val(kind="ifexp", items=(yes, no), node=self.expand(node.test, frame))
+            if (makes_context(yes) or makes_context(no)) and reading(yes) != reading(no):
+                # ``torch.cuda.amp.autocast if cfg.use_fp16 else nullcontext``: one of two
+                # context makers, entered later; not the first one
                 return Val(kind="ifexp", items=(yes, no), node=self.expand(node.test, frame))
             if yes.kind is not None and yes.kind == no.kind:
                 return replace(yes, taint=yes.taint | no.taint | test.taint)
@@ -337,6 +343,15 @@ class Expressions(WalkerCore):
         return Val(taint=frozenset({"env"}))
 
     def attribute(self, base: Val, name: str, frame: Frame) -> Val:
+        got = self._attribute(base, name, frame)
+        obj = self.obj(base) if base.ref is not None else None
+        if obj is not None and got.known and obj.extra.get("open_attrs"):
+            # attributes the run's options may have overwritten (``setattr(config, k, v)``
+            # over its keyword arguments): a constant there is only a default
+            return got.with_taint(V.ARGDEFAULT)
+        return got
+
+    def _attribute(self, base: Val, name: str, frame: Frame) -> Val:
         kind = base.kind
         if kind == "symbol":
             # an excerpt's undefined name stays undecided through its attributes (self.seed)
@@ -563,6 +578,27 @@ class Expressions(WalkerCore):
     def call_semantics(self, ev: Event, fval: Val, frame: Frame, ctx: Ctx) -> Val:
         node = ev.node
         assert isinstance(node, ast.Call)
+        if fval.kind == V.PARTIAL and fval.items:
+            # ``amp = partial(torch.autocast, dtype=dt)`` then ``amp()``: the call of the
+            # wrapped callable with the bound arguments first
+            inner = fval.items[0]
+            ev.args = [*fval.items[1:], *ev.args]
+            ev.kwargs = {**dict(fval.mapping or ()), **ev.kwargs}
+            if inner.canon and not ev.name:
+                ev.name = inner.canon
+            return self.call_semantics(ev, inner, frame, ctx)
+        if fval.kind == V.ALTERNATIVES and fval.items and len(fval.items) == 2:
+            # one of two callables a helper or a conditional expression picked: calling it
+            # gives one of two results (a context manager on one side only stays "maybe")
+            name, args, kwargs = ev.name, list(ev.args), dict(ev.kwargs)
+            got = []
+            for side in fval.items:
+                ev.name, ev.args, ev.kwargs = name, list(args), dict(kwargs)
+                got.append(self.call_semantics(ev, side, frame, ctx))
+            yes, no = got
+            if yes.kind in _CTX_KINDS or no.kind in _CTX_KINDS:
+                return Val(kind=V.ALTERNATIVES, items=(yes, no), node=fval.node)
+            return yes if yes.kind is not None else no
         if fval.kind in (V.FUNCTION, V.LAMBDA) and isinstance(fval.const, FuncRef):
             owner = fval.const.owner
             if owner is not None and ev.method and ev.recv is not None and ev.recv.kind == "class":

@@ -296,3 +296,28 @@ def union(vals: list[Val]) -> Val:
     ):
         return replace(first, taint=taint)
     return Val(taint=taint, ops=first.ops)
+
+
+# Callables that make a context manager, by last name: a helper returning one of them on one
+# path and another on the other (``get_autocast(precision)``: ``suppress`` or
+# ``partial(torch.autocast, dtype=...)``) picks the context by its argument.
+CONTEXT_MAKERS = frozenset(
+    {"autocast", "nullcontext", "suppress", "ExitStack", "no_sync", "no_grad", "inference_mode"}
+)
+
+
+def makes_context(v: Val) -> bool:
+    if v.kind in _CTX_KINDS:
+        return True
+    if v.kind == V.PARTIAL and v.items:
+        v = v.items[0]
+    return v.kind == "symbol" and apis.last(v.canon or "") in CONTEXT_MAKERS
+
+
+def reading(v: Val) -> tuple[object, ...]:
+    """What calling or entering ``v`` does, for telling alternatives apart."""
+    if v.kind == V.PARTIAL and v.items:
+        bound = tuple((k, x.const if x.known else x.canon) for k, x in v.mapping or ())
+        return (V.PARTIAL, v.items[0].canon, bound)
+    const = v.const if v.known or isinstance(v.const, tuple) else None
+    return (v.kind, v.canon, v.ref, const)

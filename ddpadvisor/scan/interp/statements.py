@@ -27,6 +27,8 @@ from ddpadvisor.scan.interp.frames import (
     _always_exits,
     _is_main_guard,
     _simple_expr,
+    makes_context,
+    reading,
     union,
 )
 from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Val, merge
@@ -227,7 +229,7 @@ class Statements(WalkerCore):
         ):
             # (not a check of state such as ``if not dist.is_initialized():``, which holds
             # before the set-up and not after it)
-            self.dist_tests.setdefault(ast.dump(expanded), dist_side)
+            self.dist_tests.setdefault(branches.learned_key(stmt.test, expanded), dist_side)
         for name in dict.fromkeys([*after_body, *after_else]):
             yes, no = after_body.get(name), after_else.get(name)
             if yes is None or no is None or yes is no:
@@ -479,6 +481,9 @@ class Statements(WalkerCore):
                 elif yes.kind == no.kind:
                     kind = yes.kind if yes.kind in _CTX_KINDS else None
                     val = yes
+                    if kind == V.CTX_AUTOCAST and yes.const != no.const:
+                        # two autocasts that differ (fp16 or bf16, on or off): not decided
+                        val = Val(kind=V.CTX_AUTOCAST, const=("unknown", "maybe"))
                 elif V.CTX_AUTOCAST in (yes.kind, no.kind):
                     # ``nullcontext() if device_type == "cpu" else autocast(...)``: autocast
                     # only on one side of an undecided test, so maybe on.
@@ -785,6 +790,7 @@ class Statements(WalkerCore):
     ) -> Val:
         fn = ref.node
         key = id(fn)
+        self._open_attributes(ref, args, kwargs, self_val)
         if fn in self.stack or len(self.stack) >= MAX_DEPTH:
             return UNKNOWN
         count = self.inlined.get(key, 0)
@@ -820,8 +826,46 @@ class Statements(WalkerCore):
             result = Val(kind="generator", items=(union(frame.yields),))
         else:
             result = union(frame.returns) if frame.returns else UNKNOWN
+            chosen = _chosen_context(frame.returns, fn)
+            if chosen is not None:
+                result = chosen
         self.cached_returns[key] = result
         return result
+
+    def _open_attributes(
+        self, ref: FuncRef, args: list[Val], kwargs: dict[str, Val], self_val: Val | None
+    ) -> None:
+        """``def update_config(config, **kwargs): ... setattr(config, k, v)``: a function that
+        sets attributes named at run time on an object it is handed (the run's options copied
+        onto a config) leaves that object's attributes as defaults the run may override. Read
+        before the call is inlined, since such helpers often recurse into tuples of configs."""
+        fn = ref.node
+        if isinstance(fn, ast.Lambda):
+            return
+        params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
+        if self_val is not None and params:
+            params = params[1:]
+        targets = {
+            sub.args[0].id
+            for sub in ast.walk(fn)
+            if isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Name)
+            and sub.func.id == "setattr"
+            and len(sub.args) >= 2
+            and isinstance(sub.args[0], ast.Name)
+            and not isinstance(sub.args[1], ast.Constant)
+        }
+        for name in targets:
+            if name not in params:
+                continue
+            i = params.index(name)
+            val = args[i] if i < len(args) else kwargs.get(name)
+            if val is None:
+                continue
+            for v in (val, *(val.items or ())):
+                obj = self.obj(v)
+                if obj is not None:
+                    obj.extra["open_attrs"] = True
 
     def _bind_params(
         self,
@@ -1004,3 +1048,21 @@ def _is_config_exec(stmt: ast.stmt) -> bool:
         and bool(call.args)
         and not isinstance(call.args[0], ast.Constant)
     )
+
+
+def _chosen_context(returns: list[Val], fn: ast.AST) -> Val | None:
+    """A function whose returns are different context managers (or callables making them),
+    on paths its arguments choose: the caller gets one of them, not the first path's. The
+    result is an alternative (kind ``ifexp``) of the first and the second distinct one; the
+    ``with`` that uses it reads an autocast on one side only as "maybe on"."""
+    makers = [v for v in returns if makes_context(v)]
+    if not makers:
+        return None
+    distinct: list[Val] = []
+    for v in returns:
+        if all(reading(v) != reading(d) for d in distinct):
+            distinct.append(v)
+    if len(distinct) < 2:
+        return None
+    test = ast.Name(id=f"<{getattr(fn, 'name', 'helper')} argument>", ctx=ast.Load())
+    return Val(kind=V.ALTERNATIVES, items=(distinct[0], distinct[1]), node=test)

@@ -59,7 +59,10 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
                 for a in [*args, *ev.kwargs.values()]:
                     dtype = dtype or apis.dtype_of(a.canon)
             if dtype is not None and obj is not None:
-                obj.extra.setdefault("casts", []).append((dtype, ev))
+                # ``self.transformer.wte.to(dtype=bf16)``: a layer of the model stands for the
+                # model (see the attribute walk), but casting it leaves the rest as it was
+                key = "part_casts" if _submodule(w, node, recv, frame) else "casts"
+                obj.extra.setdefault(key, []).append((dtype, ev))
             return recv
         if method in ("cuda", "cpu", "train", "eval", "double", "requires_grad_", "share_memory"):
             return recv
@@ -514,3 +517,12 @@ def _from_cli(
             obj.kwargs.update(values)  # a config file: its keys, TrainingArguments defaults
         return Val(kind=V.TRAINING_ARGS, ref=obj.ref)
     return UNKNOWN
+
+
+def _submodule(w: Walker, node: ast.Call, recv: Val, frame: Frame) -> bool:
+    """The receiver is an attribute of the same model (one of its layers), not the model."""
+    func = node.func
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Attribute):
+        return False
+    owner = w.eval_pure(func.value.value, frame)
+    return owner.ref is not None and owner.ref == recv.ref and owner.kind == recv.kind

@@ -451,6 +451,16 @@ def autocast_(c: Call) -> Val:
     return autocast(c.canon, c.ev)
 
 
+@symbol("functools.partial", names=("partial",))
+def partial_(c: Call) -> Val | None:
+    """``partial(torch.autocast, device_type="cuda", dtype=dt)``: a callable that calls its
+    first argument with these arguments first (calling it is read as that call)."""
+    fn = c.a0
+    if fn is None or fn.kind not in ("symbol", V.FUNCTION, "class", "method"):
+        return None
+    return Val(kind=V.PARTIAL, items=(fn, *c.args[1:]), mapping=tuple(c.ev.kwargs.items()))
+
+
 @symbol("contextlib.nullcontext", names=("nullcontext", "suppress", "ExitStack"))
 def null_context(c: Call) -> Val:
     return Val(kind=V.CTX_NULL)

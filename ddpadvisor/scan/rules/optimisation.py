@@ -7,7 +7,7 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
-from ddpadvisor.scan.context import CondCtx, Event, common_prefix
+from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx, common_prefix
 from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.rules.base import (
     RuleContext,
@@ -294,8 +294,11 @@ def _scheduler_warmup(rc: RuleContext, s: Obj) -> None:
         return
     if n == "LambdaLR":
         fn = s.kwargs.get("lr_lambda") or (s.args[1] if len(s.args) > 1 else None)
-        k = _warmup_in_function(rc, fn)
-        if k is not None:
+        found = _warmup_in_function(rc, fn)
+        if found is not None and found[1]:
+            rc.cli_default("warmup_steps", found[0], s.where)
+        elif found is not None:
+            k = found[0]
             rc.emit(
                 "warmup_steps",
                 k,
@@ -315,29 +318,88 @@ def _scheduler_warmup(rc: RuleContext, s: Obj) -> None:
 
 
 def _hand_written_warmup(rc: RuleContext, groups: list[Event]) -> None:
-    """``param_group["lr"] = f(step)``: the warmup is whatever ``f`` ramps over."""
+    """``param_group["lr"] = f(step)``: the warmup is whatever ``f`` ramps over. ``f`` is a
+    function that runs on each optimizer step before the assignment: one the step loop calls
+    (nanoGPT's ``lr = get_lr(it)``) or one the assignment runs inside (open_clip's
+    ``scheduler(step)``, a closure over the warmup length, calling ``assign_learning_rate``).
+    A function with "lr" in its name that runs once at set-up (a layer-decay table) is not the
+    schedule. A warmup length that is a command-line default is not a fact."""
     a = rc.a
-    fn_calls = [
-        e
-        for e in a.calls()
-        if e.result is not None
-        and e.name.startswith("local:")
-        and any(e.seq < g.seq for g in groups)
-        and "lr" in e.name.lower()
-    ]
-    for c in fn_calls:
+    step = a.main_step or (a.opt_steps[0] if a.opt_steps else None)
+    loops = [c for c in step.ctx if isinstance(c, LoopCtx)] if step is not None else []
+
+    def per_step(e: Event) -> bool:
+        return any(c is lp for c in e.ctx for lp in loops)
+
+    in_step = [g for g in groups if per_step(g)]
+    target = in_step or groups
+    first = target[0]
+    candidates: list[tuple[FuncRef, str]] = []
+    after_loop = False  # only functions the step runs the assignment inside
+    for c in first.ctx:
+        if any(c is lp for lp in loops):
+            after_loop = True
+        elif after_loop and isinstance(c, FuncCtx):
+            ref = _function_at(rc, c.file, c.line)
+            if ref is not None:
+                candidates.append((ref, c.call_where or first.where))
+    # the outermost (the one the step calls) may hold no test at all: a schedule without
+    # warmup; the helpers it calls to write the rate (``set_lr(opt, value)``) are not schedules
+    flat_ok = {id(candidates[0][0])} if candidates else set()
+    candidates.reverse()  # the innermost function first
+    for e in a.calls():
+        if (
+            e.result is None
+            or not e.name.startswith("local:")
+            or e.seq > first.seq
+            or "lr" not in e.name.lower()
+        ):
+            continue
+        if in_step and not per_step(e):
+            continue  # runs once, at set-up: not what each step's rate comes from
         ref = None
         for fr in rc.walk.functions:
-            if f"local:{fr.name}" == c.name:
+            if f"local:{fr.name}" == e.name:
                 ref = fr
-        k = _warmup_in_function(rc, Val(kind=V.FUNCTION, const=ref)) if ref else None
-        if k is not None:
-            rc.emit("warmup_steps", k, c.where, f"learning-rate function with {k} warmup steps")
-            return
-    rc.warn(f"{groups[0].where}: learning rate set by hand each step; warmup not decided")
+        if ref is not None:
+            candidates.append((ref, e.where))
+            flat_ok.add(id(ref))
+    found: tuple[int, bool, str] | None = None
+    for flat in (False, True):  # a ramp anywhere first; "no test, no warmup" only then
+        for ref, at in candidates:
+            if flat and id(ref) not in flat_ok:
+                continue
+            got = _warmup_in_function(rc, Val(kind=V.FUNCTION, const=ref), flat=flat)
+            if got is not None:
+                found = (*got, at)
+                break
+        if found is not None:
+            break
+    if found is not None:
+        k, default, where = found
+        if default:
+            rc.cli_default("warmup_steps", k, where)
+        else:
+            rc.emit("warmup_steps", k, where, f"learning-rate function with {k} warmup steps")
+        return
+    rc.warn(f"{first.where}: learning rate set by hand each step; warmup not decided")
 
 
-def _warmup_in_function(rc: RuleContext, fn: Val | None) -> int | None:
+def _function_at(rc: RuleContext, file: str, line: int) -> FuncRef | None:
+    """The function defined at ``file:line`` (the last closure made of it)."""
+    out = None
+    for fr in rc.walk.functions:
+        if fr.scope.module.label == file and getattr(fr.node, "lineno", None) == line:
+            out = fr
+    return out
+
+
+def _warmup_in_function(
+    rc: RuleContext, fn: Val | None, flat: bool = True
+) -> tuple[int, bool] | None:
+    """The warmup steps a schedule function ramps over, and whether that length is only a
+    command-line default; None when the function does not show it. ``flat``: a function with
+    no test at all is a schedule without warmup (0)."""
     if fn is None or not isinstance(fn.const, FuncRef):
         return None
     ref = fn.const
@@ -369,18 +431,21 @@ def _warmup_in_function(rc: RuleContext, fn: Val | None) -> int | None:
             continue
         value = _resolve_in(rc, bound, ref, scope)
         if value is not None:
-            return int(value)
-    return (
-        0
-        if not any(isinstance(s, (ast.Compare, ast.If, ast.IfExp)) for s in ast.walk(node))
-        else None
-    )
+            return int(value[0]), value[1]
+    if flat and not any(isinstance(s, (ast.Compare, ast.If, ast.IfExp)) for s in ast.walk(node)):
+        return 0, False
+    return None
 
 
-def _resolve_in(rc: RuleContext, node: ast.expr, ref: FuncRef, scope: object) -> float | None:
+def _resolve_in(
+    rc: RuleContext, node: ast.expr, ref: FuncRef, scope: object
+) -> tuple[float, bool] | None:
+    """The value of ``node`` inside the function (its constants, its closure, its module), and
+    whether a command-line default went into it."""
     frame = ref.closure
     names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
     env: dict[str, object] = {}
+    default = False
     local = function_constants(ref.node)
     for name in names:
         if name in local:
@@ -397,6 +462,7 @@ def _resolve_in(rc: RuleContext, node: ast.expr, ref: FuncRef, scope: object) ->
             if isinstance(node, ast.Attribute):
                 break
             return None
+        default = default or V.ARGDEFAULT in val.taint
         env[name] = val.const
     from ddpadvisor.scan.evaluate import Undecidable, evaluate
 
@@ -404,7 +470,9 @@ def _resolve_in(rc: RuleContext, node: ast.expr, ref: FuncRef, scope: object) ->
         out = evaluate(node, env)
     except Undecidable:
         return None
-    return float(out) if isinstance(out, (int, float)) and not isinstance(out, bool) else None
+    if isinstance(out, (int, float)) and not isinstance(out, bool):
+        return float(out), default
+    return None
 
 
 def _sched_ratio(rc: RuleContext) -> None:

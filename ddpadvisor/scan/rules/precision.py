@@ -13,8 +13,10 @@ from ddpadvisor.scan.rules.base import (
     RuleContext,
     cli_switched,
     const,
+    exclusive,
     is_rank_cond,
     kw_node,
+    may_not_run,
     num,
 )
 from ddpadvisor.scan.source import dotted
@@ -143,6 +145,18 @@ def precision(rc: RuleContext) -> None:
         rc.warn(f"{policy}: FSDP's mixed-precision policy sets the compute dtype; not decided")
         _scaler(rc, None)
         return
+    part = [
+        ev.where
+        for o in _trained_models(rc)
+        for dtype, ev in o.extra.get("part_casts", [])
+        if dtype in ("fp16", "bf16")
+    ]
+    if part:
+        # ``self.transformer.wte.to(dtype=bf16)``: some layers in half precision, the rest
+        # as built; the model's own forward may cast to a compute dtype without autocast
+        rc.warn(f"{part[0]}: some layers cast to half precision; precision not decided")
+        _scaler(rc, None)
+        return
     if all(_model_unknown(f) for f in fwds):
         # ``model = load_model(...)`` from code the scan does not read: its own layers may cast
         # to a compute dtype (nanochat's Linear casts its weights in forward)
@@ -205,7 +219,8 @@ def _trained_models(rc: RuleContext) -> list[Obj]:
     """The models whose dtype is the training precision: those wrapped for DDP (or prepared
     by a framework) or whose parameters the optimizer holds. A frozen helper cast to half
     (diffusers' ``vae.to(dtype=weight_dtype)``, a text encoder) trains nothing. When the scan
-    cannot tell which model trains, every model counts."""
+    cannot tell which model trains, every model not frozen with ``requires_grad_(False)``
+    counts."""
     models = rc.a.objs(V.MODEL)
     trained = {o.ref for o in models if o.wrapped_by is not None}
     for opt in rc.a.objs(V.OPTIMIZER):
@@ -213,7 +228,20 @@ def _trained_models(rc: RuleContext) -> list[Obj]:
         if params is not None and params.ref is not None:
             trained.add(params.ref)
     kept = [o for o in models if o.ref in trained]
-    return kept or models
+    if kept:
+        return kept
+    # which model trains is not known: a model frozen with ``requires_grad_(False)`` is not it
+    # (diffusers casts its frozen text encoder and VAE to fp16; the UNet it trains stays fp32)
+    frozen = {
+        e.recv.ref
+        for e in rc.a.calls("requires_grad_")
+        if e.recv is not None
+        and e.recv.ref is not None
+        and e.args
+        and e.args[0].known
+        and e.args[0].const is False
+    }
+    return [o for o in models if o.ref not in frozen]
 
 
 def _autocast_decorator(rc: RuleContext) -> tuple[str | None, str] | None:
@@ -264,6 +292,12 @@ def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None
         # ``autocast(fp16_scaler is not None)``, so scaler and fp16 come together.)
         if _one_side_of_ternary(rc, s):
             rc.warn(f"{s.where}: a GradScaler is made on one side of a condition only; not decided")
+            return
+        made = rc.a.by_seq.get(s.seq)
+        if made is not None and may_not_run(rc, made) and _default_skips(made):
+            # ``if cfg.use_fp16: scaler = GradScaler()`` with the option off by default: the
+            # default run makes none, but the run may turn it on
+            rc.cli_default("uses_grad_scaler", False, s.where)
             return
         enabled = s.kwargs.get("enabled")
         if enabled is not None and enabled.known and V.ARGDEFAULT in enabled.taint:
@@ -407,8 +441,9 @@ def clipping(rc: RuleContext) -> None:
     # Whether it clips may hang on a switch; where it clips (before unscale_, inside no_sync)
     # is decided either way, and means something only if it does. A helper or framework call
     # that clips (fabric.clip_gradients, a loss scaler's clip_grad=) unscales as it sees fit.
-    if apis.last(clip.name) in TORCH_CLIPS or clip.method in TORCH_CLIPS:
-        _unscale(rc, clip)
+    torch_clips = [c for c in clips if apis.last(c.name) in TORCH_CLIPS or c.method in TORCH_CLIPS]
+    if torch_clips and torch_clips[0] is clip:
+        _unscale(rc, torch_clips)
     _clip_local(rc, clip)
     for c in clip.conds():
         if c.const is not None:  # a command-line switch: only its default is known
@@ -445,16 +480,30 @@ def _is_accum_cond(rc: RuleContext, c: CondCtx) -> bool:
     return b is not None and c.node is b.node
 
 
-def _unscale(rc: RuleContext, clip: Event) -> None:
-    a = rc.a
-    if clip.recv is not None and clip.recv.kind == V.ACCELERATOR:
-        rc.emit(
-            "unscale_before_clip",
-            True,
-            clip.where,
-            "accelerator.clip_grad_norm_() unscales first",
+def _unscale(rc: RuleContext, clips: list[Event]) -> None:
+    """``unscale_before_clip`` over every torch clip the walk read: two train-step functions
+    picked by a test the scan cannot decide (one with a scaler that unscales first, one
+    without a scaler) are alternatives, and when their clips say different things the fact
+    is not decided."""
+    verdicts = [v for v in (_unscale_at(rc, c) for c in clips) if v is not None]
+    if not verdicts:
+        return
+    if len({v[0] for v in verdicts}) > 1:
+        yes = next(v for v in verdicts if v[0])
+        no = next(v for v in verdicts if not v[0])
+        rc.warn(
+            f"{no[1]}: clips without unscale_() where {yes[1]} unscales first; the run's "
+            "options pick between them, so unscale_before_clip is not decided"
         )
         return
+    value, where, detail = verdicts[0]
+    rc.emit("unscale_before_clip", value, where, detail)
+
+
+def _unscale_at(rc: RuleContext, clip: Event) -> tuple[bool, str, str] | None:
+    a = rc.a
+    if clip.recv is not None and clip.recv.kind == V.ACCELERATOR:
+        return True, clip.where, "accelerator.clip_grad_norm_() unscales first"
     scalers = a.objs(V.SCALER)
     # a scaler made elsewhere (a parameter, self.scaler) that scales this loss: if it is
     # enabled at all, the gradients it leaves are scaled until unscale_()
@@ -463,7 +512,10 @@ def _unscale(rc: RuleContext, clip: Event) -> None:
         for e in a.calls("scale")
     )
     if not scalers and not scaled_elsewhere:
-        return
+        return None
+    scales = [e for e in a.calls("scale") if e.recv is not None and e.recv.kind == V.SCALER]
+    if scales and all(_opposite_paths(e, clip) for e in scales):
+        return None  # the path that clips here scales no loss (the run without a scaler)
     enabled = scalers[0].kwargs.get("enabled") if scalers else None
     if (
         enabled is not None
@@ -471,19 +523,33 @@ def _unscale(rc: RuleContext, clip: Event) -> None:
         and enabled.const is False
         and V.ARGDEFAULT not in enabled.taint
     ):
-        return
-    unscales = [e for e in a.calls("unscale_") if e.seq < clip.seq]
+        return None
+    unscales = [e for e in a.calls("unscale_") if e.seq < clip.seq and not _opposite_paths(e, clip)]
     if unscales:
-        rc.emit(
-            "unscale_before_clip", True, unscales[-1].where, "scaler.unscale_() before clipping"
-        )
-    else:
-        rc.emit(
-            "unscale_before_clip",
-            False,
-            clip.where,
-            f"clip_grad_norm_ on scaled gradients: no scaler.unscale_() before it ({clip.where})",
-        )
+        return True, unscales[-1].where, "scaler.unscale_() before clipping"
+    return (
+        False,
+        clip.where,
+        f"clip_grad_norm_ on scaled gradients: no scaler.unscale_() before it ({clip.where})",
+    )
+
+
+def _default_skips(e: Event) -> bool:
+    """Some option-decided ``if`` around the event takes the other side with its default."""
+    return any(
+        c.const is not None and bool(c.const) != c.branch
+        for c in e.ctx
+        if isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint)
+    )
+
+
+def _opposite_paths(a: Event, b: Event) -> bool:
+    """The two events sit on opposite sides of one ``if``, or of two ``if``s with the same
+    test (``if scaler is not None:`` in the backward helper and again in the step helper)."""
+    if exclusive(a, b):
+        return True
+    tests = {(ast.dump(c.test), c.branch) for c in a.ctx if isinstance(c, CondCtx)}
+    return any((ast.dump(c.test), not c.branch) in tests for c in b.ctx if isinstance(c, CondCtx))
 
 
 def _clip_local(rc: RuleContext, clip: Event) -> None:
