@@ -32,6 +32,18 @@ ARGDEFAULT = "argdefault"  # a constant that is only a command-line default
 REDUCED = "all_reduced"  # went through dist.all_reduce / accelerator.gather …
 REDUCED_SUM = "reduced_sum"  # … with a SUM and no division by the world size yet
 REDUCED_AVG = "reduced_avg"
+GATHERED = "gathered"  # all ranks' values side by side (all_gather, accelerator.gather)
+# what says how a value was reduced across ranks (a divisor's do not carry to the quotient)
+REDUCTION_LABELS = frozenset({REDUCED, REDUCED_SUM, REDUCED_AVG, GATHERED, "reduced_other"})
+# a summed loss divided by something that is not known to be the world size: the divisor as
+# written follows, ``sum_divisor:<constant or empty>:<text>``
+SUM_DIVISOR = "sum_divisor:"
+# a value from no forward pass (a token or sample count) gathered or reduced across ranks: it
+# makes a quotient a global mean, and says nothing of how a loss it later meets was reduced
+REDUCED_COUNT = "reduced_count"
+ANY_REDUCED = frozenset({REDUCED, REDUCED_COUNT})
+UNREAD_PATH = "unread_path"  # passed through a call of code the scan does not read
+LOSS_NAMED = "loss_named"  # held in a dict under a key that names a loss (a hint, not a fact)
 DIV_WORLD = "div_world"
 MUL_WORLD = "mul_world"
 SUM_RED = "red_sum"  # the loss is a sum over samples/tokens
@@ -42,6 +54,8 @@ NORM_GLOBAL = "norm_global"  # a loss divided by a global token count
 LEN_DATASET = "len_dataset"
 LEN_LOADER = "len_loader"
 ITEM = "item"  # a python number taken from a tensor (.item())
+# counts of one rank's own batches, samples or tokens: never the world size
+COUNT_LABELS = frozenset({LEN_LOADER, LEN_DATASET, TOKENS, DATA})
 
 # Object kinds.
 DDP = "ddp"  # DistributedDataParallel (or a framework object that syncs like it)
@@ -156,3 +170,31 @@ class Obj:
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}"
+
+
+def is_reduction_label(t: str) -> bool:
+    """A label that says how a value was reduced across ranks."""
+    return (
+        t in REDUCTION_LABELS
+        or t in ("reduced_div_unknown", "double_div_world")
+        or t.startswith(SUM_DIVISOR)
+    )
+
+
+def summed_label(val: Val, label: str) -> str:
+    """How a reduction of ``val`` with ``label`` leaves it: each rank's share divided by the
+    world size before a SUM over the ranks (``x /= world_size; all_reduce(x)``) is their mean.
+    (``divworld@`` marks a forward pass's value divided by the world size itself; the plain
+    ``div_world`` label also rides on a value divided by a count computed from it.)"""
+    divided = any(t.startswith("divworld@") for t in val.taint)
+    if label == REDUCED_SUM and divided and REDUCED not in val.taint:
+        return REDUCED_AVG
+    return label
+
+
+def reduced(val: Val, label: str) -> frozenset[str]:
+    """The taint of ``val`` after a collective with ``label`` (a forward pass's value is
+    reduced; anything else is a reduced count)."""
+    if FWD not in val.taint:
+        return val.taint | {REDUCED_COUNT}
+    return val.taint | {REDUCED, summed_label(val, label)}

@@ -159,12 +159,16 @@ class Expressions(WalkerCore):
                 key = self.eval(k, frame, ctx)
                 if key.known:
                     pairs.append((str(key.const), val))
-            return Val(mapping=tuple(pairs), taint=merge(*(v for _, v in pairs)).taint)
+            taint = merge(*(v for _, v in pairs)).taint
+            if any("loss" in k.lower() for k, v in pairs if V.FWD in v.taint):
+                taint |= {V.LOSS_NAMED}  # what is made of this dict logs a loss by that name
+            return Val(mapping=tuple(pairs), taint=taint)
         if isinstance(node, ast.Subscript):
             return self.subscript(node, frame, ctx)
         if isinstance(node, ast.JoinedStr):
             parts = [self.eval(v, frame, ctx) for v in node.values]
-            return merge(*parts)
+            # the formatted values stay apart for the rules that read what a log line shows
+            return replace(merge(*parts), items=tuple(parts))
         if isinstance(node, ast.FormattedValue):
             return self.eval(node.value, frame, ctx)
         if isinstance(node, ast.Lambda):
@@ -244,6 +248,11 @@ class Expressions(WalkerCore):
             except Undecidable:
                 pass
         taint = set(left.taint | right.taint)
+        for side, other in ((left, right), (right, left)):
+            if V.FWD in other.taint and V.FWD not in side.taint:
+                # A loss over a token count summed across ranks is still one rank's loss: how
+                # a loss was reduced is said by the operands that carry it, not by a count.
+                taint -= {t for t in side.taint - other.taint if V.is_reduction_label(t)}
         ops = left.ops
         if isinstance(op, (ast.Div, ast.FloorDiv)):
             if V.FWD in left.taint and right_node is not None and len(ops) < 8:
@@ -256,13 +265,22 @@ class Expressions(WalkerCore):
                 taint.discard("reduced_div_unknown")
                 if V.REDUCED_AVG in left.taint:
                     taint.add("double_div_world")
-            elif V.REDUCED in right.taint and V.REDUCED in left.taint:
+            elif right.taint & V.ANY_REDUCED and V.REDUCED in left.taint:
                 # A summed total over a summed count: a correct global mean.
                 taint.discard(V.REDUCED_SUM)
+            elif V.REDUCED_SUM in left.taint and right.taint & V.COUNT_LABELS:
+                # A sum over the ranks divided by a count of this rank's batches, tokens or
+                # samples (``len(loader)``): still summed over the ranks.
+                pass
             elif V.REDUCED_SUM in left.taint:
-                # Divided by something else (often a hard-coded world size): undecidable.
+                # Divided by something else (often a hard-coded world size): undecided here;
+                # the divisor as written goes with it for the rules (the accumulation count
+                # is not the world size).
                 taint.discard(V.REDUCED_SUM)
                 taint.add("reduced_div_unknown")
+                if right_node is not None:
+                    value = right.const if right.known else ""
+                    taint.add(f"{V.SUM_DIVISOR}{value}:{ast.unparse(right_node)[:120]}")
             if V.FWD in left.taint and V.FWD not in right.taint:
                 if V.GLOBAL_TOKENS in right.taint:
                     taint.add(V.NORM_GLOBAL)
@@ -274,7 +292,7 @@ class Expressions(WalkerCore):
                     taint.discard(V.SUM_RED)
                     taint.add(V.MEAN_RED)
             if V.FWD not in right.taint and (
-                V.WORLD in right.taint or (V.WORLD in left.taint and V.REDUCED in right.taint)
+                V.WORLD in right.taint or (V.WORLD in left.taint and right.taint & V.ANY_REDUCED)
             ):
                 # x / world_size undoes a world-size scaling; world_size * n / (n summed over
                 # the ranks) is a rank's share of the global count, about 1: either way the

@@ -563,6 +563,17 @@ class Statements(WalkerCore):
                     value_node=value_node,
                 )
             )
+            if isinstance(target.value, ast.Name) and base.mapping is not None and not key.known:
+                # a dict filled under keys the scan cannot name (``out[name] = reduce(v)`` in
+                # a loop over another dict): what went in is kept, as an entry "[?]". Entries
+                # under named keys are not added (the dict may be filled elsewhere too, so a
+                # DataLoader's ``**kwargs`` stays open)
+                grown = (*base.mapping, ("[?]", val))[-64:]
+                self.rebind(
+                    target.value,
+                    replace(base, mapping=grown, taint=base.taint | val.taint),
+                    frame,
+                )
         elif isinstance(target, ast.Starred):
             self.assign(target.value, val.plain(), None, frame, ctx, stmt)
 

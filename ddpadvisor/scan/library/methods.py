@@ -138,6 +138,8 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
             taint.add(V.SUM_RED)
         elif V.DATA in taint:
             taint.add(V.TOKENS)
+        if _gathered_only(taint):
+            taint.add(V.summed_label(base, V.REDUCED_SUM))  # every rank's value, added up
         return Val(taint=frozenset(taint), ops=base.ops)
     if method in ("numel", "count_nonzero") and V.DATA in base.taint:
         return Val(taint=base.taint | {V.TOKENS})
@@ -146,6 +148,8 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
         if V.FWD in taint:
             taint.discard(V.SUM_RED)
             taint.add(V.MEAN_RED)
+        if _gathered_only(taint):
+            taint.add(V.REDUCED_AVG)  # the mean of every rank's value
         return Val(taint=frozenset(taint), ops=base.ops)
     if method in ("div", "div_", "true_divide", "mul", "mul_") and a0 is not None:
         op: ast.operator = ast.Div() if method.startswith(("div", "true")) else ast.Mult()
@@ -185,7 +189,7 @@ def _accelerator_method(w: Walker, ev: Event, recv: Val, method: str, frame: Fra
             op = ev.kwargs.get("reduce_op")
             mean = op is None or (op.known and op.const == "mean")
             label = V.REDUCED_AVG if mean else V.REDUCED_SUM
-            return Val(taint=frozenset(set(a0.taint) | {V.REDUCED, label}), ops=a0.ops)
+            return Val(taint=V.reduced(a0, label), ops=a0.ops)
         if method in ("setup", "setup_module"):
             out = [_fabric_setup(w, ev, a, frame, acc) for a in ev.args]
             return out[0] if len(out) == 1 else Val(items=tuple(out))
@@ -217,10 +221,10 @@ def _accelerator_method(w: Walker, ev: Event, recv: Val, method: str, frame: Fra
         return Val(kind=V.CTX_AUTOCAST, const=(dtype, "on"))
     if method in ("gather", "gather_for_metrics", "reduce") and a0 is not None:
         red = ev.kwargs.get("reduction") or (ev.args[1] if len(ev.args) > 1 else None)
-        label = "gathered"
+        label = V.GATHERED
         if method == "reduce":
             label = V.REDUCED_AVG if red is not None and red.const == "mean" else V.REDUCED_SUM
-        taint = set(a0.taint) | {V.REDUCED, label}
+        taint = set(V.reduced(a0, label))
         if V.TOKENS in a0.taint:
             taint.add(V.GLOBAL_TOKENS)
         return Val(taint=frozenset(taint), ops=a0.ops)
@@ -526,3 +530,8 @@ def _submodule(w: Walker, node: ast.Call, recv: Val, frame: Frame) -> bool:
         return False
     owner = w.eval_pure(func.value.value, frame)
     return owner.ref is not None and owner.ref == recv.ref and owner.kind == recv.kind
+
+
+def _gathered_only(taint: set[str]) -> bool:
+    """All ranks' values side by side, not yet reduced to one (``gather(x).sum()`` sums them)."""
+    return V.GATHERED in taint and not taint & {V.REDUCED_SUM, V.REDUCED_AVG, "reduced_other"}

@@ -192,7 +192,7 @@ def all_reduce(c: Call) -> Val | None:
         if op_name == "SUM"
         else "reduced_other"
     )
-    taint = set(a0.taint) | {V.REDUCED, label}
+    taint = set(V.reduced(a0, label))
     if V.TOKENS in a0.taint:
         taint.add(V.GLOBAL_TOKENS)
     node = c.node
@@ -206,7 +206,7 @@ def all_gather(c: Call) -> Val | None:
     args = c.args
     if len(args) < 2:
         return None
-    taint = set(args[1].taint) | {V.REDUCED, "gathered"}
+    taint = set(V.reduced(args[1], V.GATHERED))
     if V.TOKENS in args[1].taint:
         taint.add(V.GLOBAL_TOKENS)
     node = c.node

@@ -7,11 +7,12 @@ import ast
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Accum, text
-from ddpadvisor.scan.context import Event, FuncCtx
+from ddpadvisor.scan.context import CondCtx, Event, FuncCtx
 from ddpadvisor.scan.rules.accumulation import names_the_count
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     is_rank_cond,
+    may_not_run,
     num,
 )
 from ddpadvisor.scan.values import Val
@@ -54,6 +55,11 @@ def batch_size(rc: RuleContext) -> None:
 
 
 def logging(rc: RuleContext) -> None:
+    """How the logged training loss was reduced across ranks, read per value the log shows
+    (each formatted value of an f-string, each entry of a metrics dict), wherever it flowed:
+    collectives in place or returned, accelerate's gather/reduce, the project's own helpers
+    (inlined), a running sum divided by a count. A value that passed through code the scan
+    does not read leaves the facts it would decide undecided."""
     a = rc.a
     if rc.hf:
         rc.emit("logs_rank0_only", False, "", "HF Trainer logs the loss averaged over ranks")
@@ -77,19 +83,44 @@ def logging(rc: RuleContext) -> None:
             shown_at[e.seq] = sites[-1]
     if not logs:
         return
-    rank0_unreduced = []
-    reduced = []
+    backward = a.main_backward
+    trained = a.loss_of(backward).taint if backward is not None else frozenset()
+    rank0_unreduced: list[Event] = []
+    reduced: list[Event] = []
+    unread: list[Event] = []
+    wrong: list[tuple[Event, str]] = []
+    unsure: list[tuple[Event, str]] = []
+    conditional: list[Event] = []  # reduced across ranks only under an if that may not hold
     for e in logs:
-        vals = [*e.args, *e.kwargs.values()]
-        is_reduced = any(V.REDUCED in v.taint for v in vals)
+        leaves = _loss_leaves([*e.args, *e.kwargs.values()])
+        if any(V.UNREAD_PATH in v.taint for v in leaves):
+            unread.append(e)
+            continue
         # The wrapper's own rank test (``if rank == 0: print(msg)``) is in the call's context.
         rank0 = any(is_rank_cond(c) for c in e.ctx) or (
             e.recv is not None and e.recv.kind == V.ACCELERATOR and e.method == "print"
         )
-        if is_reduced:
+        odd = next((x for v in leaves if (x := _conditional_reduction(rc, v))), None)
+        if odd is not None:
+            conditional.append(e)
+            why = f"the logged loss is reduced across ranks only under an if ({odd.where})"
+            unsure.append((e, why))
+            continue
+        if any(V.REDUCED in v.taint for v in leaves):
             reduced.append(e)
-        elif rank0 and not _reduced_in_place(rc, e, vals):
+        elif rank0 and not _reduced_in_place(rc, e, leaves):
             rank0_unreduced.append(shown_at.get(e.seq, e))
+        for v in leaves:
+            why, decided = _reduction(rc, v, trained)
+            if why and decided:
+                wrong.append((e, why))
+            elif why:
+                unsure.append((e, why))
+    if unread:
+        rc.warn(
+            f"{unread[0].where}: the logged loss passes through code the scan does not read; "
+            "how it was reduced across ranks is not decided"
+        )
     scaled = _accum_scaled(rc, logs)
     if scaled is not None:
         e, divisor = scaled
@@ -100,31 +131,24 @@ def logging(rc: RuleContext) -> None:
             f"logged loss is the last micro-batch's loss divided by {divisor} for backward, "
             f"neither summed over the window nor multiplied back ({e.where})",
         )
+    elif wrong:
+        e, why = wrong[0]
+        rc.emit("logged_loss_reduction_wrong", True, e.where, f"logged loss {why} ({e.where})")
+    elif unsure:
+        e, why = unsure[0]
+        rc.warn(f"{e.where}: {why}")
+    elif reduced and not unread:
+        rc.emit(
+            "logged_loss_reduction_wrong",
+            False,
+            reduced[0].where,
+            "logged loss averaged across ranks",
+        )
     if reduced:
-        e = reduced[0]
-        vals = [*e.args, *e.kwargs.values()]
-        rc.emit("logs_rank0_only", False, e.where, "logged loss is reduced across ranks first")
-        wrong = [v for v in vals if V.REDUCED_SUM in v.taint or "double_div_world" in v.taint]
-        unsure = [v for v in vals if "reduced_div_unknown" in v.taint]
-        if unsure and not wrong:
-            rc.warn(
-                f"{e.where}: summed loss divided by {_divisor_text(e)}; is that the world size?"
-            )
-        elif wrong:
-            why = (
-                "all_reduce SUM not divided by the world size"
-                if V.REDUCED_SUM in wrong[0].taint
-                else "averaged and then divided by the world size again"
-            )
-            rc.emit("logged_loss_reduction_wrong", True, e.where, f"logged loss {why} ({e.where})")
-        elif scaled is None:
-            rc.emit(
-                "logged_loss_reduction_wrong",
-                False,
-                e.where,
-                "logged loss averaged across ranks",
-            )
-    if rank0_unreduced and not reduced:
+        rc.emit(
+            "logs_rank0_only", False, reduced[0].where, "logged loss is reduced across ranks first"
+        )
+    elif rank0_unreduced and not unread and not conditional:
         e = rank0_unreduced[0]
         rc.emit(
             "logs_rank0_only",
@@ -132,6 +156,101 @@ def logging(rc: RuleContext) -> None:
             e.where,
             f"rank 0 logs its own micro-batch loss without an all_reduce ({e.where})",
         )
+
+
+def _loss_leaves(vals: list[Val]) -> list[Val]:
+    """The values a log call shows that come from a forward pass: the formatted values of an
+    f-string and the entries of a dict or tuple, not the container (whose taint merges a
+    gathered token count with a rank's own loss)."""
+    return [v for v in _logged_values(vals) if V.FWD in v.taint and not v.items and not v.mapping]
+
+
+def _reduction(rc: RuleContext, v: Val, trained: frozenset[str]) -> tuple[str, bool]:
+    """What is wrong with how a logged value was reduced across ranks: (why, decided), or
+    ("", False) when nothing is."""
+    t = v.taint
+    if V.REDUCED in t:
+        if V.REDUCED_SUM in t:
+            return "summed over the ranks and not divided by the world size", True
+        if "double_div_world" in t:
+            return "averaged over the ranks and then divided by the world size again", True
+        if "reduced_div_unknown" in t:
+            divisors = [x.split(":", 2) for x in t if x.startswith(V.SUM_DIVISOR)]
+            accum = rc.a.accum
+            if divisors and all(
+                names_the_count(d[2], _number(d[1]), accum) and accum.style != "none"
+                for d in divisors
+                if len(d) == 3
+            ):
+                return (
+                    "summed over the ranks and divided only by the accumulation count "
+                    f"({divisors[0][2]}), not by the world size",
+                    True,
+                )
+            shown = divisors[0][2] if divisors and len(divisors[0]) == 3 else "a number"
+            return f"summed loss divided by {shown}; is that the world size?", False
+        return "", False
+    # A rank's own value divided by the world size, as if it had been summed over the ranks;
+    # a division the trained loss also carries is the loss scaling's, not the log's.
+    own = {x for x in t if x.startswith("divworld@")} - trained
+    if own:
+        at = sorted(own)[0].removeprefix("divworld@")
+        return f"is one rank's own value divided by the world size at {at}, never reduced", True
+    return "", False
+
+
+_COLLECTIVES = (
+    "all_reduce",
+    "reduce",
+    "all_reduce_coalesced",
+    "all_gather",
+    "all_gather_into_tensor",
+    "gather",
+    "gather_for_metrics",
+)
+
+
+def _conditional_reduction(rc: RuleContext, v: Val) -> Event | None:
+    """A collective on the logged value's forward passes that may not run (under an option or
+    an ``if`` the scan cannot decide, or on a side the constants it read rule out: ``if
+    torch.cuda.device_count() > 1 and False``): the logged value after it may be reduced or
+    not, so how it was reduced is not decided."""
+    seqs = _forward_seqs([v])
+    for e in rc.a.calls():
+        if (e.method or apis.last(e.name)) not in _COLLECTIVES:
+            continue
+        if not seqs & _forward_seqs(list(e.args)):
+            continue
+        undecided = any(isinstance(c, CondCtx) and c.runs is None for c in e.ctx)
+        if (undecided and may_not_run(rc, e)) or any(_ruled_out(c) for c in e.ctx):
+            return e
+    return None
+
+
+def _ruled_out(c: object) -> bool:
+    """The side of an ``if`` whose test, as the scan expanded it, cannot hold on it."""
+    if not isinstance(c, CondCtx):
+        return False
+    if c.const is not None and bool(c.const) != c.branch:
+        return True
+    test = c.test
+    if isinstance(test, ast.BoolOp):
+        fixed = [x.value for x in test.values if isinstance(x, ast.Constant)]
+        if c.branch and isinstance(test.op, ast.And) and any(not x for x in fixed):
+            return True
+        if not c.branch and isinstance(test.op, ast.Or) and any(bool(x) for x in fixed):
+            return True
+    return False
+
+
+def _number(s: str) -> object:
+    try:
+        return int(s)
+    except ValueError:
+        try:
+            return float(s)
+        except ValueError:
+            return None
 
 
 def _forward_seqs(vals: list[Val]) -> set[int]:
@@ -247,7 +366,9 @@ def _logged_values(vals: list[Val]) -> list[Val]:
 def _names_a_loss(vals: list[Val]) -> bool:
     """A metrics dict built elsewhere and logged by name (``tracking.log(data=metrics)``) whose
     keys name a loss (``{"train/loss": ...}``)."""
-    return any("loss" in key.lower() for v in _logged_values(vals) for key, _ in v.mapping or ())
+    return any(
+        "loss" in key.lower() for v in _logged_values(vals) for key, _ in v.mapping or ()
+    ) or any(V.LOSS_NAMED in v.taint and V.FWD in v.taint for v in vals)
 
 
 def _divisor_text(e: Event) -> str:
