@@ -360,6 +360,11 @@ def grad_scaler(c: Call) -> Val:
 
 @symbol(
     "torch.utils.data.DistributedSampler",
+    # torchdata's resumable sampler subclasses DistributedSampler (same arguments, and the
+    # same set_epoch reseeding): https://github.com/pytorch/data/blob/main/torchdata/
+    # stateful_dataloader/sampler.py. Other libraries' samplers of that name differ.
+    "torchdata.stateful_dataloader.sampler.StatefulDistributedSampler",
+    "torchdata.stateful_dataloader.StatefulDistributedSampler",
     names=(
         "DistributedSampler",
         "ElasticDistributedSampler",
