@@ -713,7 +713,12 @@ class Statements(WalkerCore):
 
     # ------------------------------------------------------------------ classes
     def define_class(self, stmt: ast.ClassDef, frame: Frame, ctx: Ctx) -> None:
-        bases = [self.eval(b, frame, ctx) for b in stmt.bases]
+        # ``class S(Sampler[int])``, ``class D(Dataset[dict])``: a generic base parameterised
+        # for type checkers is the class itself at run time.
+        bases = [
+            self.eval(b.value if isinstance(b, ast.Subscript) else b, frame, ctx)
+            for b in stmt.bases
+        ]
         info = ClassInfo(stmt, frame.scope, bases)
         for deco in stmt.decorator_list:
             text = ast.unparse(deco)

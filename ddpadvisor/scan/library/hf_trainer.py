@@ -281,3 +281,85 @@ def model_takes_loss_kwargs(model_class: ClassInfo | None, hf_model: bool) -> bo
             return kwarg is not None
         return None
     return True if hf_model else None
+
+
+# -- the world size in compute_loss -----------------------------------------------------------
+
+# What holds the number of processes where a Trainer subclass can reach it: its accelerator's
+# ``num_processes``, ``TrainingArguments.world_size``, ``torch.distributed.get_world_size()``
+# and the ``WORLD_SIZE`` variable torchrun sets.
+_WORLD_NAMES = ("num_processes", "world_size", "get_world_size")
+
+
+def _world(node: ast.AST) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in _WORLD_NAMES:
+            return True
+        if isinstance(n, ast.Name) and n.id in _WORLD_NAMES:
+            return True
+        if isinstance(n, ast.Constant) and n.value == "WORLD_SIZE":
+            return True
+    return False
+
+
+def _returned_exprs(fn: ast.AST) -> list[ast.AST]:
+    """The nodes that make the returned loss: those inside ``return`` statements and inside
+    the assignments (plain or augmented) of the names those statements return."""
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
+    names = {
+        x.id
+        for r in returns
+        for x in ast.walk(r.value)  # type: ignore[arg-type]
+        if isinstance(x, ast.Name)
+    }
+    out: list[ast.AST] = [x for r in returns for x in ast.walk(r)]
+    for n in ast.walk(fn):
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            if n.target.id in names:
+                out.append(n)
+                out.extend(ast.walk(n.value))
+        elif isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in names for t in n.targets
+        ):
+            out.extend(ast.walk(n.value))
+    return out
+
+
+def loss_world_factor(info: ClassInfo) -> tuple[str, Decided] | None:
+    """What an overridden ``compute_loss`` does with the world size: ("div", …) when it
+    divides its loss by the number of processes, ("mul", …) when it multiplies it without
+    normalising by the global token count (``num_items_in_batch``, summed over all processes,
+    which the multiplication undoes as the Trainer itself does); None when it does neither or
+    there is no override. The returned loss goes to ``training_step``'s backward, where DDP
+    averages the gradients over the processes once more."""
+    found = _override(info, "compute_loss")
+    if found is None:
+        return None
+    owner, fn = found
+    _, kwarg = _params(fn)
+    for n in _returned_exprs(fn):
+        if isinstance(n, ast.BinOp):
+            right = n.right
+        elif isinstance(n, ast.AugAssign):
+            right = n.value
+        else:
+            continue
+        if isinstance(n.op, ast.Div) and _world(right):
+            return "div", Decided(
+                True,
+                _where(owner, n),
+                "compute_loss divides the loss by the number of processes; DDP averages the "
+                "gradients over them again",
+            )
+        if isinstance(n.op, ast.Mult) and (
+            _world(right) or (isinstance(n, ast.BinOp) and _world(n.left))
+        ):
+            if _uses_count(fn, kwarg):
+                return None  # a loss over the global token count, multiplied back: a mean
+            return "mul", Decided(
+                True,
+                _where(owner, n),
+                "compute_loss multiplies the loss by the number of processes; DDP already "
+                "averages the gradients",
+            )
+    return None

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.interp.frames import FuncRef
+from ddpadvisor.scan.interp.frames import ClassInfo, FuncRef
 from ddpadvisor.scan.library.common import (
     DATASETS,
     FUNCTIONAL_LOSSES,
@@ -124,6 +124,36 @@ def getattr_(c: Call) -> Val | None:
     if got is UNKNOWN and len(args) >= 3:
         return args[2]
     return got
+
+
+@symbol("setattr")
+def setattr_(c: Call) -> Val:
+    """``setattr(obj, "name", value)`` binds one attribute. With a name the scan cannot read
+    (``for k, v in kwargs.items(): setattr(config, k, v)``, a config updated from the command
+    line or a file), any attribute of the object may now hold another value: what it held
+    (a dataclass field's default) stays only as a default the run may override, so a test on
+    it is not a constant switch (``if cfg.enable_fsdp:`` is not dead code)."""
+    args = c.args
+    obj = c.w.obj(args[0]) if args else None
+    if obj is None or len(args) < 3:
+        return UNKNOWN
+    name = args[1]
+    if name.known and isinstance(name.const, str) and not name.taint & {V.ARGDEFAULT}:
+        obj.attrs[name.const] = args[2]
+        return UNKNOWN
+    info = obj.extra.get("class")
+    names = list(obj.attrs)
+    if isinstance(info, ClassInfo):
+        names += [n for cls in reversed(info.mro()) for n in [*cls.fields, *cls.attrs]]
+    for attr in dict.fromkeys(names):
+        held = obj.attrs.get(attr)
+        if held is None and isinstance(info, ClassInfo):
+            held = info.find_attr(attr)
+        if held is None or held.kind in (V.FUNCTION, "class", "method"):
+            continue
+        obj.attrs[attr] = replace(held, taint=held.taint | {V.ARGDEFAULT})
+    obj.extra["attrs_overridden"] = c.ev.where
+    return UNKNOWN
 
 
 @symbol(
@@ -330,6 +360,11 @@ def grad_scaler(c: Call) -> Val:
 
 @symbol(
     "torch.utils.data.DistributedSampler",
+    # torchdata's resumable sampler subclasses DistributedSampler (same arguments, and the
+    # same set_epoch reseeding): https://github.com/pytorch/data/blob/main/torchdata/
+    # stateful_dataloader/sampler.py. Other libraries' samplers of that name differ.
+    "torchdata.stateful_dataloader.sampler.StatefulDistributedSampler",
+    "torchdata.stateful_dataloader.StatefulDistributedSampler",
     names=(
         "DistributedSampler",
         "ElasticDistributedSampler",

@@ -714,7 +714,7 @@ def _trained_loss(rc: RuleContext) -> tuple[Val, str] | None:
 
 def loss_scaling(rc: RuleContext) -> None:
     if rc.hf:
-        rc.emit("loss_multiplied_by_world_size", False, "", "HF Trainer computes the loss")
+        _trainer_world_factor(rc, "loss_multiplied_by_world_size", "mul")
         return
     trained = _trained_loss(rc)
     if trained is None:
@@ -732,12 +732,33 @@ def loss_scaling(rc: RuleContext) -> None:
     rc.emit("loss_multiplied_by_world_size", False, where, "loss not rescaled by the world size")
 
 
+def _trainer_world_factor(rc: RuleContext, fact: str, op: str) -> None:
+    """The world size in the loss of an HF Trainer: the Trainer's own compute_loss has none,
+    a subclass's override may (library/hf_trainer.py). Where the script builds several
+    Trainers (one per stage or option), the fact holds only when all of them agree."""
+    infos = [rc._class_of(o) for o in rc.a.objs(V.TRAINER)]
+    verdicts: list[tuple[str, hf_trainer.Decided] | None] = [
+        hf_trainer.loss_world_factor(info) if info is not None else None for info in infos
+    ]
+    mine = [v[1] for v in verdicts if v is not None and v[0] == op]
+    if not mine:
+        rc.emit(fact, False, "", "HF Trainer computes the loss")
+        return
+    if len(mine) < len(verdicts):
+        rc.warn(
+            f"{mine[0].where}: {mine[0].why}, but only {len(mine)} of the {len(verdicts)} "
+            f"Trainers the script builds do so; {fact} depends on which one runs; not decided"
+        )
+        return
+    rc.emit(fact, True, mine[0].where, mine[0].why)
+
+
 def loss_division(rc: RuleContext) -> None:
     """A loss divided by the world size (or normalised by a count summed over all ranks and not
     multiplied back) while DDP or FSDP averages the gradients as well: divided twice."""
     fact = "loss_divided_by_world_size"
     if rc.hf:
-        rc.emit(fact, False, "", "HF Trainer computes the loss")
+        _trainer_world_factor(rc, fact, "div")
         return
     averaged = rc.a.ddps or rc.a.fsdps or rc.pl_trainer() is not None
     trained = _trained_loss(rc)

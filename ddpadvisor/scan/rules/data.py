@@ -380,7 +380,7 @@ def set_epoch(rc: RuleContext) -> None:
             "sets the sampler epoch itself",
         )
         return
-    samplers = rc.a.objs(V.DSAMPLER)
+    samplers = rc.a.objs(V.DSAMPLER) or _own_distributed_samplers(rc)
     if not samplers:
         return
     sampler = samplers[0]
@@ -443,6 +443,21 @@ def set_epoch(rc: RuleContext) -> None:
         f"epoch loop never calls sampler.set_epoch(epoch): every epoch replays the same order "
         f"(sampler at {sampler.where})",
     )
+
+
+def _own_distributed_samplers(rc: RuleContext) -> list[Obj]:
+    """The project's own DistributedSampler (a Sampler subclass that splits the indices by
+    rank and takes the epoch through its own ``set_epoch``, as torch's does), on the loaders
+    the training loop reads: it needs set_epoch every epoch just the same."""
+    out: list[Obj] = []
+    for ref in _training_samplers(rc):
+        so = rc.walk.objects.get(ref)
+        info = rc._class_of(so)
+        if so is None or info is None or so.kind not in (V.SAMPLER, V.INSTANCE):
+            continue
+        if info.find_method("set_epoch") is not None and _mentions_rank(info.node):
+            out.append(so)
+    return out
 
 
 def _training_samplers(rc: RuleContext) -> set[int]:
