@@ -221,3 +221,21 @@ def test_very_deep_expression_is_skipped_with_a_warning(tmp_path: Path) -> None:
     proc = run_cli("--json", "--script", str(script))
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_scanned_code_s_own_compiler_warnings_are_not_printed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An invalid escape in the user's string literal is the user's business: the scan reads
+    the file without echoing its text through the compiler's SyntaxWarning."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text('import re\nPATTERN = re.compile("\\(\\d+\\)")\nprint(PATTERN)\n')
+    proc = subprocess.run(
+        [sys.executable, "-W", "default", "-m", "ddpadvisor", "--json", "--script", str(script)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "invalid escape" not in proc.stderr and "Warning" not in proc.stderr

@@ -13,6 +13,7 @@ import io
 import sys
 import time
 import tokenize
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -385,12 +386,21 @@ def read_text(path: Path, label: str) -> str:
         ) from None
 
 
+def quiet_parse(text: str, label: str) -> ast.Module:
+    """``ast.parse`` without the compiler's warnings about the scanned code (an invalid escape
+    in someone's string literal): they would print the file's own text on stderr, and they
+    say nothing about DDP."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, filename=label, type_comments=False)
+
+
 def parse_file(path: Path, label: str) -> tuple[ast.Module, str]:
     text = read_text(path, label)
     if "\x00" in text:
         raise InputError("contains NUL bytes; is this a Python script?", label)
     try:
-        tree = ast.parse(text, filename=label, type_comments=False)
+        tree = quiet_parse(text, label)
     except SyntaxError as exc:
         msg = exc.msg or "invalid syntax"
         raise InputError(f"syntax error: {msg}", label, exc.lineno) from None
@@ -421,7 +431,7 @@ class ExcerptSources(SourceSet):
 def load_excerpt(code: str, label: str) -> ExcerptSources:
     """Parse an excerpt's text; raises :class:`InputError` when it is not Python."""
     try:
-        tree = ast.parse(code, filename=label, type_comments=False)
+        tree = quiet_parse(code, label)
     except SyntaxError as exc:
         raise InputError(
             f"syntax error: {exc.msg or 'invalid syntax'}", label, exc.lineno
