@@ -78,18 +78,22 @@ def _on(section: Any) -> bool | None:
     return None
 
 
+def _add_int(
+    out: Read, doc: Text, data: dict[str, Any], key: str, fact: str, what: str
+) -> int | None:
+    """``fact`` from the whole number a config sets under ``key``, cited at that key's line;
+    the number (None when the config sets none)."""
+    value = _int(data.get(key))
+    if value is not None:
+        out.add(fact, value, doc.where(_line(doc.text, key)), f"{what} {key} is {value}")
+    return value
+
+
 def _accumulation_and_clipping(out: Read, doc: Text, data: dict[str, Any], what: str) -> None:
     """A DeepSpeed config's gradient_accumulation_steps and gradient_clipping, as they stand in
     its own JSON or in accelerate's deepspeed_config section (``what`` names which)."""
     t = doc.text
-    accum = _int(data.get("gradient_accumulation_steps"))
-    if accum is not None:
-        out.add(
-            "grad_accum_steps",
-            accum,
-            doc.where(_line(t, "gradient_accumulation_steps")),
-            f"{what} gradient_accumulation_steps is {accum}",
-        )
+    _add_int(out, doc, data, "gradient_accumulation_steps", "grad_accum_steps", what)
     clip = data.get("gradient_clipping")
     if isinstance(clip, (int, float)) and not isinstance(clip, bool):
         out.add(
@@ -149,14 +153,9 @@ def deepspeed(doc: Text, data: dict[str, Any]) -> Read:
             doc.where(_line(t, "stage")),
             f"DeepSpeed zero_optimization.stage is {stage}",
         )
-    micro = _int(data.get("train_micro_batch_size_per_gpu"))
-    if micro is not None:
-        out.add(
-            "per_gpu_batch_size",
-            micro,
-            doc.where(_line(t, "train_micro_batch_size_per_gpu")),
-            f"DeepSpeed train_micro_batch_size_per_gpu is {micro}",
-        )
+    micro = _add_int(
+        out, doc, data, "train_micro_batch_size_per_gpu", "per_gpu_batch_size", "DeepSpeed"
+    )
     _accumulation_and_clipping(out, doc, data, "DeepSpeed")
     accum = _int(data.get("gradient_accumulation_steps"))
     opt = data.get("optimizer")
@@ -295,22 +294,8 @@ def training_args(doc: Text, data: dict[str, Any], what: str = "TrainingArgument
     def where(key: str) -> str:
         return doc.where(_line(t, key))
 
-    micro = _int(data.get("per_device_train_batch_size"))
-    if micro is not None:
-        out.add(
-            "per_gpu_batch_size",
-            micro,
-            where("per_device_train_batch_size"),
-            f"{what} per_device_train_batch_size is {micro}",
-        )
-    accum = _int(data.get("gradient_accumulation_steps"))
-    if accum is not None:
-        out.add(
-            "grad_accum_steps",
-            accum,
-            where("gradient_accumulation_steps"),
-            f"{what} gradient_accumulation_steps is {accum}",
-        )
+    _add_int(out, doc, data, "per_device_train_batch_size", "per_gpu_batch_size", what)
+    _add_int(out, doc, data, "gradient_accumulation_steps", "grad_accum_steps", what)
     fp16, bf16 = data.get("fp16"), data.get("bf16")
     if fp16 is True:
         out.add("precision", "fp16_amp", where("fp16"), f"{what} fp16 is true")
