@@ -41,7 +41,7 @@ from ddpadvisor.kb.schema import CHECKED, Cause, Claim, Fact, Fix, Mechanism, Ru
 # Bumped whenever compiling a KB gives other tables for the same files (4: the catch-all's
 # symptom rows mix in a typical catalogued cause; 5: the header holds the SHA-256 of the
 # entry lines), so a warm cache is not read as current.
-FORMAT = 6
+FORMAT = 7
 KINDS: dict[str, type[BaseModel]] = {
     "facts": Fact,
     "mechanisms": Mechanism,
@@ -344,6 +344,7 @@ def _dump(kb: KnowledgeBase, model: CompiledModel, racy: dict[str, str]) -> byte
             "setup": sorted(model.setup),
             "display": sorted(model.display),
             "symptoms": sorted(model.symptoms),
+            "configuration": sorted(model.configuration),
             "facts": facts,
         },
     }
@@ -436,6 +437,8 @@ def _check(doc: Any, body: bytes) -> None:
         raise Damaged("bad measured or setup facts")
     if not _ints(m.get("display"), n) or not _strings(m.get("symptoms")):
         raise Damaged("bad display causes or symptom facts")
+    if not _strings(m.get("configuration")):
+        raise Damaged("bad configuration facts")
     facts = m.get("facts")
     if not isinstance(facts, dict):
         raise Damaged("no fact tables")
@@ -541,6 +544,7 @@ def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel, list[str]]:
         setup=frozenset(m["setup"]),
         display=frozenset(m["display"]),
         symptoms=frozenset(m["symptoms"]),
+        configuration=frozenset(m["configuration"]),
     )
     model.__dict__["_row_groups"] = groups
     model.__dict__["gate_groups"] = [(facts, members) for facts, members in m["gates"]]

@@ -80,6 +80,13 @@ SPECIFIC_LEAD = math.log(8.0)
 # over the catch-all by more than this (log odds): a fact a healthy job shows nearly as often
 # (a burst of loss-scale overflows while the scaler calibrates) backs nothing.
 BACKED_LR = math.log(1.5)
+# What a fact read from the code (or said of it) shows is a configuration, not a slip, when at
+# least this share of jobs with no fault shows it too: variable-length batches, a per-rank mean
+# loss, small per-GPU batches, linear lr scaling, a short warmup, rank-0 printing. Such facts
+# are a cause's preconditions; they rise and fall together (an LLM fine-tuning script shows all
+# of them), so however many agree they do not make the cause lead: like the setup, they leave it
+# below the catch-all until a slip rare in healthy jobs, a symptom or a measurement backs it.
+COMMON_IN_HEALTHY = 0.25
 
 
 def _weights(
@@ -113,7 +120,9 @@ def _weights(
         # what the fact says for the catch-all: a fact backs a cause when it favours the cause
         # over "no fault" ("the loss went NaN" backs every cause that can make NaN)
         base = next((lr for lr, m in groups if model.catch_all in m), 0.0) + BACKED_LR
-        describes_setup = fact_id in model.setup
+        describes_setup = fact_id in model.setup or (
+            fact_id in model.configuration and table.healthy[table.index[cls]] >= COMMON_IN_HEALTHY
+        )
         for lr, members in groups:
             for ci in members:
                 logw[ci] += lr
@@ -129,7 +138,11 @@ def _weights(
                     shown.update(members)
     unbacked: dict[int, list[str]] = {}
     # a setup that is itself the slip (pure fp16 weights: SPECIFIC_LEAD) backs its cause
-    only_setup = {ci for ci, lr in by_setup.items() if ci not in backed and lr <= SPECIFIC_LEAD}
+    only_setup = {
+        ci
+        for ci, lr in by_setup.items()
+        if ci not in backed and lr <= SPECIFIC_LEAD and ci != model.catch_all
+    }
     _hold_unbacked(model, observed, logw, only_setup, unbacked)
     waiting: list[tuple[int, list[str]]] = []
     for facts, members in model.gate_groups:

@@ -99,6 +99,10 @@ class CompiledModel:
     # cause no such fact backs explains a symptom nobody reported, and stays below the rest.
     display: frozenset[int] = frozenset()
     symptoms: frozenset[str] = frozenset()
+    # Facts about how the job is set up or written that the scan reads and a person may say,
+    # apart from the ``setup`` above: a class of one that healthy jobs often show is a
+    # precondition of its causes, not evidence of a slip (``infer.COMMON_IN_HEALTHY``).
+    configuration: frozenset[str] = frozenset()
 
     @property
     def catch_all(self) -> int:
@@ -312,6 +316,11 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
     symptoms = frozenset(
         f.id for f in kb.facts.values() if "script" not in f.sources and f.id not in setup
     )
+    configuration = frozenset(
+        f.id
+        for f in kb.facts.values()
+        if "script" in f.sources and f.id not in setup and f.id not in measured
+    )
     return CompiledModel(
         causes=causes,
         priors=priors,
@@ -321,6 +330,7 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
         setup=setup,
         display=display,
         symptoms=symptoms,
+        configuration=configuration,
     )
 
 
