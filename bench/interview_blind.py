@@ -28,6 +28,13 @@ the cases resolved outside the catalogue (``other``), tuned beside held out. Tun
 part only.
 
     python bench/interview_blind.py [--steps 8] [--verbose] [--json] [--numbers 1-140]
+                                    [--files DIR]
+
+``--files DIR`` (issue 27's bench "with and without the files"): DIR holds the opening posts
+verbatim as the extractors copied them (``NNN.txt``; quoted text of others, so kept outside the
+project). For the catalogued cases whose post, read as a file, yields facts (a pasted log,
+config or environment dump), the replay runs twice: the attach step reads that post, and the
+attach step is declined; top-3 counts of both, tuned beside held out.
 
 Exit 0 with figures; a malformed case file: one line, exit 2.
 """
@@ -149,7 +156,9 @@ def _rank(diagnosis: Any, cause: str) -> int:
     return ids.index(cause) + 1 if cause in ids else len(ids) + 1
 
 
-def replay(engine: Any, case: BlindCase, max_steps: int) -> Outcome:
+def replay(engine: Any, case: BlindCase, max_steps: int, files: str | None = None) -> Outcome:
+    """``files``: the text the attach step reads (the reporter's own pasted logs and configs);
+    None reads the post as written; "" declines every attach step (no files at hand)."""
     from ddpadvisor.evidence.intake import described, extract, to_observations
     from ddpadvisor.kb.values import ValueProblem
     from ddpadvisor.observation import Observation, UnknownFact, observe
@@ -200,7 +209,9 @@ def replay(engine: Any, case: BlindCase, max_steps: int) -> Outcome:
         elif step.kind == "attach":
             # the reporter attaches what they pasted (a log or config in the post is a file they
             # have); a post that yields nothing as a file is declined
-            got = [o for o in attached(kb, text) if o.fact not in {x.fact for x in observations}]
+            have = {x.fact for x in observations}
+            source = text if files is None else files
+            got = [o for o in attached(kb, source) if o.fact not in have] if source else []
             if got:
                 observations.extend(got)
                 steps.append(f"attach: {', '.join(o.fact for o in got)} from the pasted text")
@@ -250,6 +261,35 @@ def figures(results: list[Outcome]) -> dict[str, Any]:
     return out
 
 
+def with_and_without_files(
+    engine: Any, cases: list[BlindCase], folder: Path, steps: int
+) -> list[str]:
+    """Figures for the cases whose reporter pasted something ``--attach`` reads (a log, a config,
+    an environment dump: the opening post verbatim as the file), replayed with those files and
+    with the attach step declined, tuned beside held out."""
+    posts = {p.stem: p for p in folder.rglob("*.txt") if p.is_file()}
+    lines = []
+    for split in ("tuned", "heldout"):
+        with_files = without = n = facts = 0
+        for case in cases:
+            post = posts.get(f"{case.number:03d}")
+            if case.split != split or case.cause == CATCH_ALL or post is None:
+                continue
+            raw = post.read_text(encoding="utf-8", errors="replace")
+            got = attached(engine.kb, raw)
+            if not got:
+                continue
+            n += 1
+            facts += len(got)
+            with_files += replay(engine, case, steps, files=raw).rank <= 3
+            without += replay(engine, case, steps, files="").rank <= 3
+        lines.append(
+            f"{split}: catalogued cases whose pasted files yield facts {n} ({facts} facts): "
+            f"top-3 with the files {with_files}, without {without}"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=8)
@@ -257,6 +297,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--numbers", default=None, metavar="FIRST-LAST")
     ap.add_argument("--blind", type=Path, default=BLIND)
+    ap.add_argument(
+        "--files",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the reporters' opening posts verbatim (DIR/**/NNN.txt, kept outside the project): "
+        "also replay the cases whose pasted logs or configs yield facts, with and without them",
+    )
     args = ap.parse_args(argv)
     from ddpadvisor.service import load_engine
 
@@ -283,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{f['other']}: catch-all in the top 3 {f['other_top3']}, no cause claimed "
             f"{f['other_no_claim']}"
         )
+    if args.files is not None:
+        for line in with_and_without_files(engine, cases, args.files, args.steps):
+            print(line)
     if args.verbose:  # held-out cases are never printed one by one
         for r in results:
             if r.case.split != "tuned":

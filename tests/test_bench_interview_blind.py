@@ -41,3 +41,23 @@ def test_replay_declines_scan_and_probe_for_a_person_with_a_post(
     assert not [s for s in out.steps if s.startswith(("scan", "trace")) and "declined" not in s]
     declines = [s for s in out.steps if "--without" in s]
     assert len(declines) == len(set(declines)), "a declined need is never offered again"
+
+
+def test_the_attach_step_reads_the_reporters_files_or_is_declined(
+    engine: Engine, tmp_path: Path
+) -> None:
+    (tmp_path / "004.yaml").write_text(
+        "post: |-\n  Training on several GPUs, the loss goes NaN after a while.\n",
+        encoding="utf-8",
+    )
+    case = ib.load_cases(tmp_path)[0]
+    log = "".join(f"step {i} loss {4.0 - i * 0.01:.3f}\n" for i in range(40))
+    log += "".join(f"step {i} loss nan\n" for i in range(40, 60))
+    log += "world_size: 4\n"
+    read = ib.replay(engine, case, max_steps=8, files=log)
+    declined = ib.replay(engine, case, max_steps=8, files="")
+    attach = [s for s in read.steps if s.startswith("attach")]
+    assert attach and "from the pasted text" in attach[0]
+    assert [s for s in declined.steps if s.startswith("attach")] == [
+        "attach: declined (--set attach=unknown)"
+    ]
