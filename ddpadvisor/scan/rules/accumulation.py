@@ -22,10 +22,19 @@ from ddpadvisor.scan.rules.base import (
     mentions_world,
     num,
 )
+from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.source import Module, dotted
 from ddpadvisor.scan.values import Op, Val
 
 
+@rule(
+    "The accumulation count, whether the loss is divided by it, and where zero_grad runs.",
+    facts={
+        "grad_accum_steps": not_in_excerpt(1),
+        "loss_divided_by_accum": ANY_EXCERPT,  # off the backward line inside the window shown
+        "zero_grad_every_micro_step": ANY_EXCERPT,
+    },
+)
 def accumulation(rc: RuleContext) -> None:
     a = rc.a
     acc = a.accum
@@ -388,6 +397,14 @@ def _zero_grad(rc: RuleContext, acc: object) -> None:
     rc.emit("zero_grad_every_micro_step", False, z.where, "zero_grad() once per optimizer step")
 
 
+@rule(
+    "Whether micro-steps skip the gradient sync with no_sync() and the last one syncs.",
+    facts={
+        "uses_no_sync": not_in_excerpt(False),
+        "final_micro_step_synced": not_in_excerpt(True),  # True also when no no_sync() is seen
+    },
+    shown_with={"final_micro_step_synced": "uses_no_sync"},
+)
 def no_sync(rc: RuleContext) -> None:
     a = rc.a
     if rc.hf:
@@ -538,6 +555,12 @@ def _tail_sync(rc: RuleContext, tail: Event) -> None:
         )
 
 
+@rule(
+    "Whether the training forward goes around the DDP wrapper.",
+    facts={
+        "forward_bypasses_ddp": ANY_EXCERPT,  # off the forward call shown
+    },
+)
 def forward_route(rc: RuleContext) -> None:
     a = rc.a
     fact = "forward_bypasses_ddp"
@@ -648,6 +671,12 @@ def _ddp_forwards(a: Analysis, backward: Event) -> set[str]:
     return out
 
 
+@rule(
+    "Whether another backward through the DDP model runs in the same step.",
+    facts={
+        "extra_backward_through_ddp": not_in_excerpt(False),
+    },
+)
 def extra_backward(rc: RuleContext) -> None:
     a = rc.a
     fact = "extra_backward_through_ddp"
@@ -712,6 +741,12 @@ def _trained_loss(rc: RuleContext) -> tuple[Val, str] | None:
     return (loss, where) if V.FWD in loss.taint else None
 
 
+@rule(
+    "Whether the trained loss is multiplied by the world size.",
+    facts={
+        "loss_multiplied_by_world_size": not_in_excerpt(False),
+    },
+)
 def loss_scaling(rc: RuleContext) -> None:
     if rc.hf:
         _trainer_world_factor(rc, "loss_multiplied_by_world_size", "mul")
@@ -753,6 +788,12 @@ def _trainer_world_factor(rc: RuleContext, fact: str, op: str) -> None:
     rc.emit(fact, True, mine[0].where, mine[0].why)
 
 
+@rule(
+    "Whether the trained loss is divided by the world size while DDP averages too.",
+    facts={
+        "loss_divided_by_world_size": not_in_excerpt(False),
+    },
+)
 def loss_division(rc: RuleContext) -> None:
     """A loss divided by the world size (or normalised by a count summed over all ranks and not
     multiplied back) while DDP or FSDP averages the gradients as well: divided twice."""
@@ -791,6 +832,15 @@ def loss_division(rc: RuleContext) -> None:
     rc.emit(fact, False, where, "loss not divided by the world size")
 
 
+@rule(
+    "Whether a DDP communication hook (or a hand-written all-reduce) is used, and whether it averages.",
+    facts={
+        "uses_comm_hook": not_in_excerpt(False),
+        # a sum over the ranks is the average when the loss was divided by the world size before
+        # backward, which a piece of a script need not show
+        "comm_hook_averages": not_in_excerpt(False),
+    },
+)
 def comm_hook(rc: RuleContext) -> None:
     a = rc.a
     fact = "uses_comm_hook"
@@ -997,6 +1047,14 @@ def _ran_lines(ran_funcs: set[tuple[str, int]], m: Module) -> Callable[[int], bo
     return check
 
 
+@rule(
+    "How the loss is reduced, over sequences of varying length, and over whose tokens.",
+    facts={
+        "loss_reduction": ANY_EXCERPT,
+        "variable_length_sequences": not_in_excerpt(False),
+        "loss_normalised_by_global_tokens": not_in_excerpt(False),
+    },
+)
 def loss_shape(rc: RuleContext) -> None:
     a = rc.a
     if rc.hf:

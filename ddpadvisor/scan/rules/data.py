@@ -15,6 +15,7 @@ from ddpadvisor.scan.rules.base import (
     const,
     kw_node,
 )
+from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.values import Obj
 
 
@@ -43,6 +44,15 @@ def _mentions_rank(node: ast.AST) -> bool:
     return False
 
 
+@rule(
+    "Whether each rank reads its own shard of the training data.",
+    facts={
+        # True is read off the sampler; False only where the excerpt shows the loader's loop too
+        # (a loader built here may be handed to accelerate or Lightning further down)
+        "uses_distributed_sampler": not_in_excerpt(False),
+    },
+    shown_with={"uses_distributed_sampler": "hand_written_loop"},
+)
 def data_sharding(rc: RuleContext) -> None:
     fact = "uses_distributed_sampler"
     if rc.hf:
@@ -297,6 +307,12 @@ def _map_style(rc: RuleContext, dataset: Obj | None) -> bool:
     ) or dataset.canon.startswith("torchvision.datasets")
 
 
+@rule(
+    "Whether the DistributedSampler's seed differs between ranks.",
+    facts={
+        "sampler_seed_rank_dependent": ANY_EXCERPT,  # off the sampler's constructor
+    },
+)
 def sampler_seed(rc: RuleContext) -> None:
     fact = "sampler_seed_rank_dependent"
     for s in rc.a.objs(V.DSAMPLER):
@@ -347,6 +363,12 @@ def _lightning_sharding(rc: RuleContext) -> None:
         )
 
 
+@rule(
+    "Whether the training sampler's epoch is set on every pass over the loader.",
+    facts={
+        "calls_set_epoch": not_in_excerpt(False),
+    },
+)
 def set_epoch(rc: RuleContext) -> None:
     fact = "calls_set_epoch"
     if rc.pl:
@@ -498,6 +520,12 @@ def _loop_not_read(rc: RuleContext, sampler: Obj, loader: Obj | None, b: Event) 
         )
 
 
+@rule(
+    "Whether the training data draws random augmentation.",
+    facts={
+        "uses_random_augmentation": not_in_excerpt(False),
+    },
+)
 def augmentation(rc: RuleContext) -> None:
     a = rc.a
     for e in a.calls():
@@ -557,6 +585,12 @@ def augmentation(rc: RuleContext) -> None:
         rc.emit("uses_random_augmentation", False, ds.where, "dataset draws no random augmentation")
 
 
+@rule(
+    "Whether every rank seeds its random generators alike.",
+    facts={
+        "rank_seeds_identical": ANY_EXCERPT,
+    },
+)
 def seeding(rc: RuleContext) -> None:
     seeds = _seed_calls(rc)
     if not seeds:

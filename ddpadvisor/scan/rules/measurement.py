@@ -15,9 +15,16 @@ from ddpadvisor.scan.rules.base import (
     may_not_run,
     num,
 )
+from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.values import Val
 
 
+@rule(
+    "The per-GPU batch size of the training loader.",
+    facts={
+        "per_gpu_batch_size": ANY_EXCERPT,
+    },
+)
 def batch_size(rc: RuleContext) -> None:
     if rc.hf:
         val, where = rc.hf_arg("per_device_train_batch_size")
@@ -54,6 +61,13 @@ def batch_size(rc: RuleContext) -> None:
         )
 
 
+@rule(
+    "Whether the logged loss is reduced across ranks rightly, and whether rank 0 alone logs it.",
+    facts={
+        "logged_loss_reduction_wrong": not_in_excerpt(False),
+        "logs_rank0_only": not_in_excerpt(False),
+    },
+)
 def logging(rc: RuleContext) -> None:
     """How the logged training loss was reduced across ranks, read per value the log shows
     (each formatted value of an f-string, each entry of a metrics dict), wherever it flowed:

@@ -17,9 +17,16 @@ from ddpadvisor.scan.rules.base import (
     mentions_world,
     num,
 )
+from ddpadvisor.scan.rules.registry import ANY_EXCERPT, WHOLE_SCRIPT, not_in_excerpt, rule
 from ddpadvisor.scan.values import Obj, Val
 
 
+@rule(
+    "How the learning rate is scaled with the world size.",
+    facts={
+        "lr_scaling": not_in_excerpt("none"),
+    },
+)
 def lr_scaling(rc: RuleContext) -> None:
     if rc.hf:
         val, where = rc.hf_arg("learning_rate", flow=True)
@@ -131,6 +138,13 @@ def _switch_at(
     return None
 
 
+@rule(
+    "How often the scheduler steps per optimizer step, and the warmup length.",
+    facts={
+        "scheduler_steps_per_optimizer_step": WHOLE_SCRIPT,  # needs the whole loop and its totals
+        "warmup_steps": WHOLE_SCRIPT,
+    },
+)
 def schedule(rc: RuleContext) -> None:
     if rc.hf:
         ws, where = rc.hf_arg("warmup_steps")
@@ -602,6 +616,13 @@ def _total_steps(rc: RuleContext, sched: Obj | None) -> None:
             )
 
 
+@rule(
+    "The optimizer family and Adam's beta2.",
+    facts={
+        "optimizer_family": ANY_EXCERPT,
+        "adam_beta2": ANY_EXCERPT,
+    },
+)
 def optimizer(rc: RuleContext) -> None:
     if rc.hf:
         optim, where = rc.hf_arg("optim")

@@ -19,10 +19,18 @@ from ddpadvisor.scan.rules.base import (
     may_not_run,
     num,
 )
+from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
 
 
+@rule(
+    "The training precision and whether a GradScaler scales the loss.",
+    facts={
+        "precision": not_in_excerpt("fp32"),
+        "uses_grad_scaler": not_in_excerpt(False),
+    },
+)
 def precision(rc: RuleContext) -> None:
     a = rc.a
     if rc.ds is not None:
@@ -370,6 +378,15 @@ def _clip_events(rc: RuleContext) -> list[Event]:
     return out
 
 
+@rule(
+    "Whether gradients are clipped, inside no_sync(), and after the scaler unscales them.",
+    facts={
+        "uses_grad_clipping": not_in_excerpt(False),
+        "clip_inside_no_sync": not_in_excerpt(False),  # False also when no no_sync() is seen
+        "unscale_before_clip": ANY_EXCERPT,
+    },
+    shown_with={"clip_inside_no_sync": "uses_no_sync"},
+)
 def clipping(rc: RuleContext) -> None:
     a = rc.a
     if rc.hf:

@@ -18,10 +18,18 @@ from ddpadvisor.scan.rules.base import (
     is_rank_cond,
     may_not_run,
 )
+from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
 
 
+@rule(
+    "Whether LoRA adapters are added and whether modules are made after the DDP wrap.",
+    facts={
+        "uses_lora": not_in_excerpt(False),
+        "module_created_after_wrap": not_in_excerpt(False),
+    },
+)
 def lora_and_wrap_order(rc: RuleContext) -> None:
     a = rc.a
     lora = rc._lora_evidence()
@@ -154,6 +162,12 @@ def _created_after(rc: RuleContext, ddp: Obj, refs: set[int | None]) -> tuple[st
     return None
 
 
+@rule(
+    "Whether some ranks alone change the model's or optimizer's state (a rank-0 resume).",
+    facts={
+        "rank_conditional_state_change": not_in_excerpt(False),
+    },
+)
 def rank_conditional(rc: RuleContext) -> None:
     a = rc.a
     fact = "rank_conditional_state_change"
@@ -290,6 +304,13 @@ def _lora_switched(rc: RuleContext, lora: list[str]) -> str | None:
     return "open" if all(may_not_run(rc, e) for e in events) else None
 
 
+@rule(
+    "Whether the model has BatchNorm layers and whether they become SyncBatchNorm.",
+    facts={
+        "has_batchnorm": not_in_excerpt(False),
+        "uses_syncbn": not_in_excerpt(False),
+    },
+)
 def batchnorm(rc: RuleContext) -> None:
     a = rc.a
     bn: list[str] = []
@@ -496,6 +517,12 @@ _BUILD_BY_TEXT = {"eval", "exec", "__import__"}
 _BUILTINS = frozenset(dir(builtins)) - _BUILD_BY_TEXT
 
 
+@rule(
+    "Whether the DDP wrap turns broadcast_buffers off.",
+    facts={
+        "broadcast_buffers_disabled": ANY_EXCERPT,  # off the DDP constructor's keywords
+    },
+)
 def broadcast_buffers(rc: RuleContext) -> None:
     fact = "broadcast_buffers_disabled"
     if rc.hf:

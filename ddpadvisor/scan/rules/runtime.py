@@ -13,9 +13,13 @@ from ddpadvisor.scan.rules.base import (
     default_runs,
     is_rank_cond,
 )
+from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.values import Obj
 
 
+@rule(
+    "Notes which framework (HF Trainer, accelerate, Lightning) drives the step; sets no fact.",
+)
 def framework_note(rc: RuleContext) -> None:
     if rc.hf:
         tr = rc.trainer()
@@ -39,6 +43,12 @@ def _compiles_a_function(e: Event) -> bool:
     return e.args[0].kind in (V.FUNCTION, V.LAMBDA, "method")
 
 
+@rule(
+    "Whether the model is compiled with torch.compile.",
+    facts={
+        "uses_torch_compile": not_in_excerpt(False),
+    },
+)
 def compile(rc: RuleContext) -> None:
     fact = "uses_torch_compile"
     if rc.hf:
@@ -96,6 +106,12 @@ def compile(rc: RuleContext) -> None:
     rc.emit(fact, True, c.where, f"torch.compile used ({c.where}){order}")
 
 
+@rule(
+    "Whether the training loop is the script's own rather than a framework's.",
+    facts={
+        "hand_written_loop": ANY_EXCERPT,
+    },
+)
 def loop_kind(rc: RuleContext) -> None:
     a = rc.a
     fact = "hand_written_loop"
@@ -156,6 +172,12 @@ def loop_kind(rc: RuleContext) -> None:
         rc.emit(fact, True, b.where, f"hand-written loop: backward() at {b.where}")
 
 
+@rule(
+    "Whether FSDP or a ZeRO optimizer shards the training state.",
+    facts={
+        "uses_fsdp_or_zero": not_in_excerpt(False),
+    },
+)
 def sharding_framework(rc: RuleContext) -> None:
     a = rc.a
     fact = "uses_fsdp_or_zero"
