@@ -8,13 +8,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Accum, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx
-from ddpadvisor.scan.rules.accumulation import names_the_count
-from ddpadvisor.scan.rules.base import (
-    RuleContext,
-    is_rank_cond,
-    may_not_run,
-    num,
-)
+from ddpadvisor.scan.rules.base import RuleContext, is_rank_cond, may_not_run, names_the_count, num
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.values import Val
 
