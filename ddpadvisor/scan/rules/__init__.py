@@ -68,10 +68,8 @@ def _load(order: tuple[str, ...]) -> tuple[Rule, ...]:
     """The rules of ``order``, their modules imported (which registers them)."""
     out: list[Rule] = []
     for entry in order:
+        importlib.import_module(f"{__name__}.{entry}")
         area, _, name = entry.partition(".")
-        module = importlib.import_module(f"{__name__}.{area}")
-        if hasattr(module, "__path__"):  # an area package: one module per rule
-            importlib.import_module(f"{__name__}.{entry}")
         found = REGISTERED.get(name)
         if found is None or found.area != area:
             raise ImportError(f"rules.ORDER lists {entry}, which registers no rule {name}")

@@ -35,8 +35,6 @@ ExcerptGap = frozenset[object] | None
 ANY_EXCERPT: ExcerptGap = frozenset()
 WHOLE_SCRIPT: ExcerptGap = None
 
-_PACKAGE = __name__.rsplit(".", 1)[0] + "."
-
 
 def not_in_excerpt(*values: object) -> frozenset[object]:
     """The values of a fact that an excerpt cannot show (those read from code being absent)."""
@@ -59,11 +57,9 @@ class Rule:
 
     @property
     def area(self) -> str:
-        """The KB cause file this rule belongs to (the package above its module)."""
-        module = self.run.__module__
-        if module.startswith(_PACKAGE):
-            return module[len(_PACKAGE) :].split(".", 1)[0]
-        return module.rsplit(".", 1)[-1]
+        """The KB cause file this rule belongs to: the package its module is in
+        (``rules/<area>/<rule>.py``)."""
+        return self.run.__module__.rsplit(".", 2)[-2]
 
 
 # Every rule a decorator registered, by name.
@@ -87,6 +83,10 @@ def rule(
 
     def register(run: RuleFn) -> RuleFn:
         made = Rule(run, frozenset(gaps), gaps, summary, shown)
+        if run.__module__.rsplit(".", 1)[-1] != run.__name__:
+            raise ValueError(
+                f"{run.__module__}: holds one rule, named after it, not {run.__name__}"
+            )
         if run.__name__ in REGISTERED:
             raise ValueError(f"two rules are named {run.__name__}")
         REGISTERED[run.__name__] = made
