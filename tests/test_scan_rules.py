@@ -26,7 +26,7 @@ from ddpadvisor.scan.rules.base import RuleContext
 from ddpadvisor.scan.rules.registry import REGISTERED, not_in_excerpt
 from ddpadvisor.scan.rules.registry import rule as rule_decorator
 from tests.conftest import REPO
-from tests.scan_support import FIXTURES
+from tests.scan_support import fixture_path
 
 KB = load_kb(default_dirs())
 AREAS = {p.stem for p in (REPO / "kb" / "causes").glob("*.yaml")}
@@ -117,7 +117,7 @@ def test_undeclared_fact_is_refused() -> None:
     def sneaky(rc: RuleContext) -> None:
         rc.emit("uses_no_sync", True, "", "a fact this rule does not declare")
 
-    walk = Walker(load(FIXTURES / "accumulation" / "healthy_full.py")).run()
+    walk = Walker(load(fixture_path("healthy_full.py"))).run()
     table = (Rule(sneaky, frozenset({"calls_set_epoch"})),)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rules_pkg, "RULES", table)
