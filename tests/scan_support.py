@@ -1,7 +1,9 @@
 """Shared helpers for the static-scan tests: fixture annotations and cause → fact mapping.
 
-Fixture scripts live in ``tests/scan_fixtures/<area>/``, one folder per ``kb/causes/<area>.yaml``
-(the area of the causes they exercise), and are annotated Semgrep-style:
+Fixture scripts live beside the rule they exercise, ``tests/scan_fixtures/<area>/<rule>/`` as
+the rule lives in ``ddpadvisor/scan/rules/<area>/<rule>.py`` (a script that exercises several
+rules goes under the first one its ``# expect:`` lines name, preferring its own area), and are
+annotated Semgrep-style:
 
 - ``# expect: <cause-id>`` on a line: the scan must report, AT THAT LINE, a fact value
   that points at the cause (see :data:`CAUSE_FACTS`);
@@ -10,7 +12,8 @@ Fixture scripts live in ``tests/scan_fixtures/<area>/``, one folder per ``kb/cau
   value for each listed fact; ``unknown`` means the scan must leave the fact undecided.
 
 Files whose name starts with ``_`` are helper modules imported by a fixture, not fixtures (the
-copies in area folders link to the one in ``tests/scan_fixtures/``).
+copies in rule folders link to the one in ``tests/scan_fixtures/``). ``imports/`` holds small
+repositories, not fixture scripts (``tests/test_scan_imports.py``).
 """
 
 from __future__ import annotations
@@ -107,8 +110,24 @@ def parse_fixture(path: Path) -> Fixture:
     return fx
 
 
+def fixture_paths() -> list[Path]:
+    """Every fixture script, ``tests/scan_fixtures/<area>/<rule>/<name>.py``."""
+    return sorted(
+        p
+        for p in FIXTURES.glob("*/*/*.py")
+        if p.parts[-3] != "imports" and not p.name.startswith("_")
+    )
+
+
 def fixtures() -> list[Fixture]:
-    return [parse_fixture(p) for p in sorted(FIXTURES.glob("*/*.py")) if not p.name.startswith("_")]
+    return [parse_fixture(p) for p in fixture_paths()]
+
+
+def fixture_path(name: str) -> Path:
+    """The fixture script of this file name, in whichever rule's folder it lives."""
+    found = [p for p in fixture_paths() if p.name == name]
+    assert len(found) == 1, f"{len(found)} fixtures named {name}"
+    return found[0]
 
 
 def typed(text: str) -> object:

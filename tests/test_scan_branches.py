@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ddpadvisor.scan import MAX_SITES, scan_file
-from tests.scan_support import FIXTURES
+from tests.scan_support import FIXTURES, fixture_path
 
 
 def _line_of(path: Path, start: str) -> int:
@@ -19,7 +19,7 @@ def _line_of(path: Path, start: str) -> int:
 
 
 def test_contested_fact_names_the_if_and_the_name() -> None:
-    path = FIXTURES / "data" / "rebound_loader_differs.py"
+    path = fixture_path("rebound_loader_differs.py")
     result = scan_file(path, strict=True)
     line = _line_of(path, "if os.environ")
     notes = [w for w in result.warnings if "uses_distributed_sampler depends" in w]
@@ -30,7 +30,7 @@ def test_contested_fact_names_the_if_and_the_name() -> None:
 
 
 def test_opaque_alternative_leaves_no_note() -> None:
-    path = FIXTURES / "data" / "rebound_loader_opaque_double.py"
+    path = fixture_path("rebound_loader_opaque_double.py")
     result = scan_file(path, strict=True)
     assert result.value("uses_distributed_sampler") is True
     assert not [w for w in result.warnings if "depends on which side" in w]
@@ -60,7 +60,7 @@ def test_sites_past_the_cap_are_reported(tmp_path: Path) -> None:
 
 def test_a_switched_function_is_read_before_switched_constants(tmp_path: Path) -> None:
     # The loader switch comes after more constant switches than the cap: it is still read.
-    fixture = (FIXTURES / "data" / "rebound_loader_differs.py").read_text(encoding="utf-8")
+    fixture = (fixture_path("rebound_loader_differs.py")).read_text(encoding="utf-8")
     script = tmp_path / "switches_then_loader.py"
     script.write_text("\n".join(_switches(MAX_SITES + 2)) + "\n" + fixture, encoding="utf-8")
     (tmp_path / "_toy.py").write_text(
@@ -151,7 +151,7 @@ def test_single_process_side_binds_nothing(tmp_path: Path) -> None:
 
 
 def test_alternative_bypass_is_left_undecided_with_a_note() -> None:
-    path = FIXTURES / "accumulation" / "bypass_switch_undecided.py"
+    path = fixture_path("bypass_switch_undecided.py")
     result = scan_file(path, strict=True)
     assert result.value("forward_bypasses_ddp") is None
     notes = [w for w in result.warnings if "around the DDP wrapper" in w]

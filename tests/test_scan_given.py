@@ -10,10 +10,10 @@ from typing import Any
 from ddpadvisor.evidence.gather import Sources, gather
 from ddpadvisor.report.present import diagnose
 from ddpadvisor.scan import scan_file
+from tests.scan_support import fixture_path
 
-FIX = Path(__file__).parent / "scan_fixtures" / "accumulation"
-NOT_SCALED = FIX / "accum_flag_default_not_scaled.py"
-SCALED = FIX / "accum_flag_default_scaled_ok.py"
+NOT_SCALED = fixture_path("accum_flag_default_not_scaled.py")
+SCALED = fixture_path("accum_flag_default_scaled_ok.py")
 RATIO = "scheduler_steps_per_optimizer_step"
 
 

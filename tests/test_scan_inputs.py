@@ -15,7 +15,7 @@ from ddpadvisor.cli import main as cli_main
 from ddpadvisor.errors import InputError
 from ddpadvisor.scan import scan_file
 from tests.conftest import REPO
-from tests.scan_support import FIXTURES
+from tests.scan_support import fixture_path
 from tests.support.bench_module import load_bench
 
 
@@ -163,7 +163,7 @@ def test_scan_does_not_import_torch() -> None:
     code = (
         "import sys\n"
         "from ddpadvisor.scan import scan_file\n"
-        f"scan_file({str(FIXTURES / 'accumulation' / 'healthy_full.py')!r})\n"
+        f"scan_file({str(fixture_path('healthy_full.py'))!r})\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
         "assert 'transformers' not in sys.modules\n"
     )
@@ -181,7 +181,7 @@ def test_sibling_module_with_syntax_error_is_a_warning(tmp_path: Path) -> None:
 
 def test_cli_defaults_become_hints_not_facts() -> None:
     """A scanned fact outranks --set, so a mere argparse default must not become one."""
-    result = scan_file(FIXTURES / "runtime" / "cli_defaults.py")
+    result = scan_file(fixture_path("cli_defaults.py"))
     assert result.value("grad_accum_steps") is None
     assert any("--set grad_accum_steps=4" in w for w in result.warnings)
     assert any("--set uses_torch_compile=false" in w for w in result.warnings)
@@ -193,7 +193,7 @@ def test_a_cli_default_hint_goes_once_another_source_gives_the_fact(engine) -> N
     """'pass --set X=V' is moot when --set (or the trace of the run) already gave X."""
     from ddpadvisor.evidence.gather import Sources, gather
 
-    script = FIXTURES / "runtime" / "cli_defaults.py"
+    script = fixture_path("cli_defaults.py")
     kb = engine.kb
     alone = gather(kb, Sources(scripts=[script])).warnings
     assert any("--set grad_accum_steps=4" in w for w in alone)

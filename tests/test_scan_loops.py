@@ -11,7 +11,7 @@ from ddpadvisor.scan import scan_file
 from ddpadvisor.scan.analysis import Analysis
 from ddpadvisor.scan.interp import Walker
 from ddpadvisor.scan.source import load
-from tests.scan_support import FIXTURES
+from tests.scan_support import FIXTURES, fixture_path
 
 
 def _analysis(path: Path) -> Analysis:
@@ -37,7 +37,7 @@ def _line(path: Path, text: str) -> int:
     ],
 )
 def test_epoch_loop_and_training_loader(fixture: str, loop_text: str, loader_text: str) -> None:
-    path = FIXTURES / "data" / fixture
+    path = fixture_path(fixture)
     a = _analysis(path)
     loaders = a.training_loaders
     assert len(loaders) == 1, loaders
@@ -48,12 +48,12 @@ def test_epoch_loop_and_training_loader(fixture: str, loop_text: str, loader_tex
 
 
 def test_zip_reads_both_loaders() -> None:
-    a = _analysis(FIXTURES / "data" / "zip_loaders_set_epoch_missing.py")
+    a = _analysis(fixture_path("zip_loaders_set_epoch_missing.py"))
     assert len(a.training_loaders) == 2
 
 
 def test_micro_batches_of_a_batch_are_not_a_loader_loop() -> None:
-    path = FIXTURES / "data" / "generator_wrapper_set_epoch_missing.py"
+    path = fixture_path("generator_wrapper_set_epoch_missing.py")
     a = _analysis(path)
     b = a.main_backward
     assert b is not None
@@ -65,7 +65,7 @@ def test_micro_batches_of_a_batch_are_not_a_loader_loop() -> None:
 def test_priming_next_does_not_make_the_epoch_loop_a_batch_loop() -> None:
     # The prefetcher's first next() runs once per epoch, beside the iter() that starts the
     # pass: the epoch loop repeats passes, it does not take batches.
-    path = FIXTURES / "data" / "prefetcher_set_epoch_missing.py"
+    path = fixture_path("prefetcher_set_epoch_missing.py")
     a = _analysis(path)
     epoch = next(loop for loop in a.walk.loops if loop.line == _line(path, "for epoch in"))
     step = next(loop for loop in a.walk.loops if loop.line == _line(path, "    while batch"))
@@ -74,7 +74,7 @@ def test_priming_next_does_not_make_the_epoch_loop_a_batch_loop() -> None:
 
 
 def test_unread_wrapper_says_why_set_epoch_is_undecided() -> None:
-    path = FIXTURES / "data" / "opaque_wrapper_undecided.py"
+    path = fixture_path("opaque_wrapper_undecided.py")
     result = scan_file(path, strict=True)
     assert result.value("calls_set_epoch") is None
     notes = [w for w in result.warnings if "device_prefetch" in w and "set_epoch" in w]

@@ -2,7 +2,10 @@
 
 - every fact a rule declares is a KB fact that the static scan may supply (``script`` in its
   ``sources``), and every such KB fact is declared by exactly one rule;
-- every rule lives in the module of a KB cause area (``kb/causes/<area>.yaml``);
+- every rule lives in its own module ``rules/<area>/<rule>.py``, area a KB cause area
+  (``kb/causes/<area>.yaml``), and ``rules.ORDER`` lists each rule module exactly once;
+- each rule's decorator carries a summary and, for every fact it sets, what an excerpt
+  cannot show;
 - a rule that sets a fact it did not declare is refused (strict scans of all fixtures run
   with the check on, see test_scan_fixtures; here a rule is made to misbehave on purpose);
 - the modules inside ``ddpadvisor/scan`` import each other without circles.
@@ -18,15 +21,18 @@ import pytest
 
 from ddpadvisor.kb.load import default_dirs, load_kb
 from ddpadvisor.scan import rules as rules_pkg
-from ddpadvisor.scan.rules import RULES, Rule, UndeclaredFact, run_rules
+from ddpadvisor.scan.rules import ORDER, RULES, Rule, UndeclaredFact, run_rules
 from ddpadvisor.scan.rules.base import RuleContext
+from ddpadvisor.scan.rules.registry import REGISTERED, not_in_excerpt
+from ddpadvisor.scan.rules.registry import rule as rule_decorator
 from tests.conftest import REPO
-from tests.scan_support import FIXTURES
+from tests.scan_support import fixture_path
 
 KB = load_kb(default_dirs())
 AREAS = {p.stem for p in (REPO / "kb" / "causes").glob("*.yaml")}
 TRACE_ONLY_AREAS = {"deepspeed"}
 SCAN = REPO / "ddpadvisor" / "scan"
+RULES_DIR = Path(rules_pkg.__file__).parent
 
 
 def test_declared_facts_are_script_facts_of_the_kb() -> None:
@@ -47,13 +53,61 @@ def test_every_script_fact_has_exactly_one_rule() -> None:
 
 
 def test_rules_live_in_area_modules() -> None:
-    for rule in RULES:
-        assert rule.area in AREAS, f"rule {rule.name} is in {rule.run.__module__}"
-    modules = {p.stem for p in Path(rules_pkg.__file__).parent.glob("*.py")}
-    # every area has its rule module, except those whose causes only a run can show (the
+    for r in RULES:
+        assert r.area in AREAS, f"rule {r.name} is in {r.run.__module__}"
+        assert r.run.__module__ == f"ddpadvisor.scan.rules.{r.area}.{r.name}"
+    # rules/ holds the shared plumbing and one package per area, no rule modules of its own
+    assert {p.stem for p in RULES_DIR.glob("*.py")} == {"__init__", "base", "registry"}
+    areas = {p.parent.name for p in RULES_DIR.glob("*/__init__.py")}
+    # every area has its rule package, except those whose causes only a run can show (the
     # DeepSpeed engine's accumulation window, weights loaded after initialize: the trace
     # measures them; the scanner reads no DeepSpeed calls yet)
-    assert modules - {"__init__", "base"} == AREAS - TRACE_ONLY_AREAS
+    assert areas == AREAS - TRACE_ONLY_AREAS
+
+
+def test_order_lists_every_rule_module_exactly_once() -> None:
+    modules = sorted(
+        f"{p.parent.name}.{p.stem}" for p in RULES_DIR.glob("*/*.py") if not p.name.startswith("_")
+    )
+    assert [e for e, n in Counter(ORDER).items() if n > 1] == []
+    assert sorted(ORDER) == modules
+    # every rule a decorator registered is one RULES runs, in ORDER's order
+    assert sorted(REGISTERED) == sorted(r.name for r in RULES)
+    assert [f"{r.area}.{r.name}" for r in RULES] == list(ORDER)
+
+
+def test_each_fact_is_set_by_exactly_one_rule() -> None:
+    owners = Counter(f for r in RULES for f in r.facts)
+    assert [f for f, n in owners.items() if n > 1] == []
+
+
+def test_decorators_carry_the_metadata() -> None:
+    facts = {f for r in RULES for f in r.facts}
+    for r in RULES:
+        assert r.summary and "\n" not in r.summary, f"rule {r.name}: one-line summary wanted"
+        assert set(r.excerpt_cannot_show) == r.facts, r.name
+        for fact, other in r.shown_with.items():
+            assert fact in r.facts and other in facts, (r.name, fact, other)
+
+
+def test_decorator_refuses_a_module_that_is_not_named_after_its_rule() -> None:
+    def stray(rc: RuleContext) -> None:
+        return None
+
+    stray.__module__ = "ddpadvisor.scan.rules.data.set_epoch"
+    with pytest.raises(ValueError, match="named after it"):
+        rule_decorator("a second rule in set_epoch's module", facts={})(stray)
+    assert "stray" not in REGISTERED
+
+
+def test_decorator_refuses_a_second_rule_of_the_same_name() -> None:
+    def set_epoch(rc: RuleContext) -> None:
+        return None
+
+    set_epoch.__module__ = "tests.elsewhere.set_epoch"
+    with pytest.raises(ValueError, match="two rules are named set_epoch"):
+        rule_decorator("a copy", facts={"calls_set_epoch": not_in_excerpt(False)})(set_epoch)
+    assert REGISTERED["set_epoch"].run.__module__ == "ddpadvisor.scan.rules.data.set_epoch"
 
 
 def test_undeclared_fact_is_refused() -> None:
@@ -63,7 +117,7 @@ def test_undeclared_fact_is_refused() -> None:
     def sneaky(rc: RuleContext) -> None:
         rc.emit("uses_no_sync", True, "", "a fact this rule does not declare")
 
-    walk = Walker(load(FIXTURES / "accumulation" / "healthy_full.py")).run()
+    walk = Walker(load(fixture_path("healthy_full.py"))).run()
     table = (Rule(sneaky, frozenset({"calls_set_epoch"})),)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rules_pkg, "RULES", table)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.analysis import Analysis, eval_at, text
+from ddpadvisor.scan.analysis import Accum, Analysis, eval_at, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
 from ddpadvisor.scan.evaluate import free_names
 from ddpadvisor.scan.interp import ClassInfo, WalkResult
@@ -606,6 +606,15 @@ def kw_node(node: ast.AST | None, name: str) -> ast.expr | None:
         if k.arg == name:
             return k.value
     return None
+
+
+def names_the_count(t: str, value: object, accum: Accum) -> bool:
+    """A divisor (as written, and its value when constant) that is the accumulation count."""
+    return (
+        (accum.k is not None and value == accum.k)
+        or (accum.k_node is not None and t == text(accum.k_node))
+        or any(w in t.lower() for w in ("accum", "grad_acc", "gradient_acc", "micro"))
+    )
 
 
 __all__ = ["Finding", "RuleContext", "eval_at"]

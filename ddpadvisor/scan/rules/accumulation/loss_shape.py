@@ -1,0 +1,231 @@
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.context import FuncCtx
+from ddpadvisor.scan.rules.accumulation._shared import _trainer_loss
+from ddpadvisor.scan.rules.base import RuleContext
+from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
+from ddpadvisor.scan.source import Module
+from ddpadvisor.scan.values import Val
+
+
+def _token_signals(rc: RuleContext) -> list[str]:
+    """Padding, label masking or token-count plumbing anywhere in the scanned files."""
+    found: list[tuple[str, int]] = []
+    modules = [rc.walk.sources.main, *rc.walk.sources.modules.values()]
+    ran_funcs = {(c.file, c.line) for e in rc.a.events for c in e.ctx if isinstance(c, FuncCtx)}
+    for m in modules:
+        idx = m.index
+        out: list[tuple[str, int]] = []
+        for kw in idx.keywords:
+            value = kw.value
+            const = value.value if isinstance(value, ast.Constant) else None
+            # ``ignore_index=`` alone is no sign of padding (nanoGPT passes -1 on fixed-size
+            # blocks): masking shows where labels are set to the ignored value (``neg100``).
+            if (
+                kw.arg == "num_items_in_batch"
+                or (kw.arg == "padding" and (const is True or const in ("longest", "max_length")))
+                or (kw.arg == "packing" and const is True)
+            ):
+                out.append((m.label, value.lineno))
+        for call, name, _ in idx.calls:
+            if apis.last(name) in apis.PADDING_SIGNALS - {"pad"}:
+                out.append((m.label, call.lineno))
+        out.extend((m.label, s.lineno) for s in idx.strings if s.value == "attention_mask")
+        # (``pad_token_id`` is not one: nearly every tokenizer or LM config names a pad token,
+        # padded batches show as padding=, a collator, an attention mask or -100 labels.)
+        out.extend((m.label, a.lineno) for a in idx.attrs if a.attr == "attention_mask")
+        out.extend((m.label, u.lineno) for u in idx.neg100)
+        if m is not rc.walk.sources.main:
+            # A module imported for one name: only the functions the walk ran count (an
+            # audio tower's padding says nothing about an image model's batches).
+            ran = _ran_lines(ran_funcs, m)
+            out = [w for w in out if ran(w[1])]
+        found.extend(out)
+    found.sort(key=lambda w: (w[0] != rc.label, w[1]))
+    return [f"{f}:{line}" for f, line in found]
+
+
+def _ran_lines(ran_funcs: set[tuple[str, int]], m: Module) -> Callable[[int], bool]:
+    """Whether a line of an imported module is in code the walk ran: its top level, or a
+    function called on the way (innermost enclosing function decides)."""
+    ran = {line for file, line in ran_funcs if file == m.label}
+    spans = sorted(
+        (n.lineno, n.end_lineno or n.lineno, n.lineno in ran)
+        for n in ast.walk(m.tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    )
+
+    def check(line: int) -> bool:
+        inner = [span for span in spans if span[0] <= line <= span[1]]
+        return not inner or max(inner, key=lambda span: span[0])[2]
+
+    return check
+
+
+@rule(
+    "How the loss is reduced, over sequences of varying length, and over whose tokens.",
+    facts={
+        "loss_reduction": ANY_EXCERPT,
+        "variable_length_sequences": not_in_excerpt(False),
+        "loss_normalised_by_global_tokens": not_in_excerpt(False),
+    },
+)
+def loss_shape(rc: RuleContext) -> None:
+    a = rc.a
+    if rc.hf:
+        rc.emit("loss_reduction", "mean", "", "HF models return a mean loss")
+    b = a.main_backward
+    loss = a.loss_of(b) if b is not None else None
+    if b is not None and loss is not None and not rc.hf and V.FWD in loss.taint:
+        if V.SUM_RED in loss.taint:
+            rc.emit(
+                "loss_reduction",
+                "sum",
+                b.where,
+                "loss is a sum over the batch (reduction='sum' or .sum())",
+            )
+        elif V.MEAN_RED in loss.taint:
+            rc.emit("loss_reduction", "mean", b.where, "loss is a mean over the batch")
+    signals = _token_signals(rc)
+    tokenized = (
+        signals
+        or any(o.canon == "tokenizer" or "Tokenizer" in o.canon for o in a.objects.values())
+        or any(e.result is not None and e.result.kind == "tokenizer" for e in a.events)
+    )
+    dense = _dense_loss(rc, loss) if signals and loss is not None else None
+    if dense is not None:
+        # captions padded for a text encoder, an image regressed: padding of a conditioning
+        # input, not a loss averaged over tokens of varying count
+        rc.warn(
+            f"{signals[0]}: padding found, but the trained loss is {dense} on dense outputs; "
+            "variable-length sequences not decided"
+        )
+        return
+    if signals:
+        rc.emit(
+            "variable_length_sequences",
+            True,
+            signals[0],
+            f"padding / label masking ({signals[0]})",
+        )
+    elif not tokenized and (a.main_backward is not None) and not _data_from_elsewhere(rc):
+        rc.emit(
+            "variable_length_sequences",
+            False,
+            a.main_backward.where,
+            "fixed-size examples: no padding or label masking",
+        )
+    else:
+        return
+    if not signals:
+        return
+    if rc.hf:
+        own = _trainer_loss(rc)
+        if own is not None and not own.value:
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                False,
+                own.where,
+                "compute_loss returns each micro-batch's own mean and drops num_items_in_batch",
+            )
+            return
+        val, where = rc.hf_arg("average_tokens_across_devices")
+        if own is not None and own.by_count and not (val is not None and val.const is False):
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                True,
+                own.where,
+                "compute_loss divides by num_items_in_batch, the target tokens of every "
+                "micro-batch (on every rank unless average_tokens_across_devices=False)",
+            )
+            return
+        if val is not None and val.known and val.const is True:
+            rc.emit(
+                "loss_normalised_by_global_tokens",
+                True,
+                where,
+                "average_tokens_across_devices=True",
+            )
+        return
+    if b is None or loss is None or V.FWD not in loss.taint:
+        return
+    if V.NORM_GLOBAL in loss.taint:
+        rc.emit(
+            "loss_normalised_by_global_tokens",
+            True,
+            b.where,
+            "loss divided by a token count summed across ranks",
+        )
+    elif V.MEAN_RED in loss.taint:
+        where = _loss_line(rc, loss) or b.where
+        rc.emit(
+            "loss_normalised_by_global_tokens",
+            False,
+            where,
+            f"per-rank mean over this batch's tokens ({where}): ranks with few tokens weigh as much as full ones",
+        )
+
+
+# Losses that regress dense outputs (pixels, latents, noise) rather than classify tokens.
+DENSE_LOSSES = {
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "MSELoss",
+    "L1Loss",
+    "SmoothL1Loss",
+    "HuberLoss",
+}
+
+
+TOKEN_LOSSES = {"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"}
+
+
+def _dense_loss(rc: RuleContext, loss: Val) -> str | None:
+    """The regression loss the step trains on (``F.mse_loss(pred, noise)``, an ``MSELoss``
+    criterion) when the step computes no token loss (no cross-entropy, no model called with
+    ``labels=``); None otherwise."""
+    b = rc.a.main_backward
+    if b is None or V.FWD not in loss.taint:
+        return None
+    loops = b.loops()
+    scope = [e for e in rc.a.calls() if not loops or loops[-1] in e.ctx]
+    names = {apis.last(e.name) or (e.method or "") for e in scope}
+    names |= {apis.last(o.canon) for o in rc.a.objs(V.CRITERION)}
+    if names & TOKEN_LOSSES or any("labels" in e.kwargs for e in scope):
+        return None
+    dense = sorted(names & DENSE_LOSSES)
+    return dense[0] if dense else None
+
+
+def _loss_line(rc: RuleContext, loss: Val) -> str | None:
+    """Where the loss was reduced: the criterion call feeding the backward."""
+    seqs = [int(t.split(":", 1)[1]) for t in loss.taint if t.startswith("fwdseq:")]
+    if not seqs:
+        return None
+    fwd = rc.a.by_seq.get(seqs[-1])
+    if fwd is None:
+        return None
+    for e in rc.a.events:
+        if e.seq <= fwd.seq or e.kind != "call" or e.result is None:
+            continue
+        if f"fwdseq:{fwd.seq}" in e.result.taint and V.MEAN_RED in e.result.taint:
+            return e.where
+        if e.seq > fwd.seq + 40:
+            break
+    return fwd.where
+
+
+def _data_from_elsewhere(rc: RuleContext) -> bool:
+    loader = rc.training_loader()
+    if loader is None:
+        return bool(rc.walk.sources.missing)
+    ds = loader.kwargs.get("dataset")
+    obj = rc.obj(ds)
+    return obj is None and ds is not None and (V.UNBOUND in ds.taint or ds.kind is None)

@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.rules.accumulation._shared import _lightning_k
+from ddpadvisor.scan.rules.base import RuleContext, cli_switched
+from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
+
+
+@rule(
+    "Whether micro-steps skip the gradient sync with no_sync() and the last one syncs.",
+    facts={
+        "uses_no_sync": not_in_excerpt(False),
+        "final_micro_step_synced": not_in_excerpt(True),  # True also when no no_sync() is seen
+    },
+    shown_with={"final_micro_step_synced": "uses_no_sync"},
+)
+def no_sync(rc: RuleContext) -> None:
+    a = rc.a
+    if rc.hf:
+        rc.emit("final_micro_step_synced", True, "", "HF Trainer synchronises the last micro-step")
+        return
+    if rc.pl:
+        tr = rc.pl_trainer()
+        k, where = _lightning_k(rc)
+        if tr is None or tr.extra.get("manual") or k is None:
+            return
+        rc.emit(
+            "uses_no_sync",
+            k >= 2,
+            where,
+            "Lightning's DDP strategy skips the all-reduce on accumulating batches"
+            if k >= 2
+            else "no accumulation: every batch synchronises",
+        )
+        rc.emit("final_micro_step_synced", True, where, "Lightning synchronises the last batch")
+        return
+    acc = a.accum
+    if acc.style == "framework":
+        rc.emit(
+            "uses_no_sync",
+            True,
+            acc.k_where,
+            "accelerator.accumulate() skips sync on non-final micro-steps",
+        )
+        rc.emit(
+            "final_micro_step_synced",
+            True,
+            acc.k_where,
+            "accelerator.accumulate() syncs the final micro-step",
+        )
+        return
+    uses = [e for e in a.calls("no_sync")] + a.flag_events
+    uses.sort(key=lambda e: e.seq)
+    if uses:
+        u = uses[0]
+        how = "require_backward_grad_sync" if u.kind == "assign" else "no_sync()"
+        if all(cli_switched(x) for x in uses):
+            # ``if args.accum_freq > 1: train_accum(...)``: the run's flags decide.
+            rc.warn(f"{u.where}: {how} only when a command-line option asks for it; not decided")
+        else:
+            rc.emit("uses_no_sync", True, u.where, f"{how} used ({u.where})")
+    elif (
+        a.ddps and a.main_backward is not None and not any(o.extra.get("deepspeed") for o in a.ddps)
+    ):
+        rc.emit("uses_no_sync", False, a.ddps[0].where, "no no_sync(): every backward all-reduces")
+        if a.train_forwards:
+            rc.emit(
+                "final_micro_step_synced",
+                True,
+                a.train_forwards[0].where,
+                "every micro-step synchronises (no no_sync)",
+            )
+        return
+    else:
+        return
+    step = acc.step
+    if step is not None and any(w.kind == V.CTX_NO_SYNC and w.cond is None for w in step.withs()):
+        rc.emit(
+            "final_micro_step_synced",
+            False,
+            step.where,
+            f"optimizer.step() inside no_sync() ({step.where})",
+        )
+        return
+    if acc.tail is not None:
+        _tail_sync(rc, acc.tail)
+        return
+    win = a.window
+    if win is None:
+        rc.warn(f"{u.where}: no_sync() found but the accumulation window is not understood")
+        return
+    fwds = (
+        [
+            f
+            for f in a.train_forwards
+            if f.result is not None
+            and any(t in ("route:ddp", "route:fsdp") for t in f.result.taint)
+        ]
+        if a.train_forwards
+        else []
+    )
+    fwds = [f for f in fwds if a.in_window(f, win)]
+    if not fwds:
+        return
+    bad: str | None = None
+    for i in sorted(win.boundaries):
+        ran = False
+        for f in fwds:
+            runs = a.runs_at(f, i, win)
+            if runs is None:
+                rc.warn(f"{f.where}: cannot tell which micro-step this forward runs in")
+                return
+            if not runs:
+                continue
+            ran = True
+            synced, where = a.synced_at(f, i, win)
+            if synced is None:
+                rc.warn(f"{f.where}: cannot evaluate the no_sync condition")
+                return
+            if not synced:
+                bad = where or f.where
+        if not ran:
+            return
+    if bad is not None:
+        rc.emit(
+            "final_micro_step_synced",
+            False,
+            bad,
+            f"the micro-step before optimizer.step() runs its forward without gradient sync ({bad})",
+        )
+    else:
+        rc.emit(
+            "final_micro_step_synced",
+            True,
+            fwds[0].where,
+            "the last micro-step's forward and backward run outside no_sync",
+        )
+
+
+def _tail_sync(rc: RuleContext, tail: Event) -> None:
+    """The last micro-step is written after the micro-batch loop: is its forward synced?"""
+    a = rc.a
+    fwd_seqs = [int(t.split(":", 1)[1]) for t in a.loss_of(tail).taint if t.startswith("fwdseq:")]
+    fwd = a.by_seq.get(fwd_seqs[-1]) if fwd_seqs else None
+    if fwd is None:
+        return
+    blocking = [w for w in fwd.withs() if w.kind == V.CTX_NO_SYNC]
+    if any(w.cond is None for w in blocking):
+        w = blocking[0]
+        rc.emit(
+            "final_micro_step_synced",
+            False,
+            f"{w.file}:{w.line}",
+            f"the last micro-step also runs under no_sync ({w.file}:{w.line})",
+        )
+    elif blocking:
+        rc.warn(f"{fwd.where}: conditional no_sync around the last micro-step; not decided")
+    else:
+        rc.emit(
+            "final_micro_step_synced",
+            True,
+            fwd.where,
+            "the last micro-step runs after the no_sync block",
+        )

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import ast
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import text
+from ddpadvisor.scan.rules.base import RuleContext
+from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
+
+
+@rule(
+    "Whether the training data draws random augmentation.",
+    facts={
+        "uses_random_augmentation": not_in_excerpt(False),
+    },
+)
+def augmentation(rc: RuleContext) -> None:
+    a = rc.a
+    for e in a.calls():
+        if apis.is_random_transform(e.name) and (
+            e.name.startswith(("torchvision", "transforms", "T.", "v2", "A.", "albumentations"))
+            or "transforms" in e.name
+        ):
+            rc.emit(
+                "uses_random_augmentation",
+                True,
+                e.where,
+                f"random augmentation {apis.last(e.name)} ({e.where})",
+            )
+            return
+        if apis.last(e.name) == "DataCollatorForLanguageModeling":
+            mlm = e.kwargs.get("mlm")
+            if mlm is None or (mlm.known and mlm.const is True):
+                rc.emit(
+                    "uses_random_augmentation", True, e.where, "random token masking (mlm=True)"
+                )
+                return
+    for info in rc.walk.classes:
+        if info.object_kind() != V.DATASET and not any(
+            "Dataset" in b for b in info.external_bases()
+        ):
+            continue
+        for mname in ("__getitem__", "__iter__", "__getitems__"):
+            fn = info.methods.get(mname)
+            if fn is None:
+                continue
+            for sub in ast.walk(fn):
+                if isinstance(sub, ast.Call):
+                    name = text(sub.func)
+                    head = name.split(".")[0]
+                    if apis.last(name) in apis.RANDOM_CALLS and head in (
+                        "torch",
+                        "np",
+                        "numpy",
+                        "random",
+                        "rng",
+                        "rc",
+                    ):
+                        where = f"{info.scope.module.label}:{sub.lineno}"
+                        rc.emit(
+                            "uses_random_augmentation",
+                            True,
+                            where,
+                            f"random draws in {info.name}.{mname} ({where})",
+                        )
+                        return
+    loader = rc.training_loader()
+    if loader is None or a.main_backward is None:
+        return
+    ds = rc.obj(loader.kwargs.get("dataset"))
+    ds_info = rc._class_of(ds)
+    if ds is not None and (apis.last(ds.canon) == "TensorDataset" or ds_info is not None):
+        rc.emit("uses_random_augmentation", False, ds.where, "dataset draws no random augmentation")

@@ -1,0 +1,1 @@
+"""Optimiser, learning-rate scaling and schedule (kb/causes/optimisation.yaml)."""

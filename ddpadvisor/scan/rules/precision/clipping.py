@@ -1,0 +1,288 @@
+from __future__ import annotations
+
+import ast
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import text
+from ddpadvisor.scan.context import CondCtx, Event
+from ddpadvisor.scan.library import lightning
+from ddpadvisor.scan.rules.base import RuleContext, exclusive, is_rank_cond, num
+from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
+from ddpadvisor.scan.values import Val
+
+# Keywords that hand a clipping threshold to a helper the scan does not read (a loss-scaler
+# wrapper's ``clip_grad=``, a framework's ``max_norm=``): the helper clips when it is set.
+TORCH_CLIPS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
+
+
+CLIP_KEYWORDS = ("clip_grad", "max_norm", "max_grad_norm", "clip_value", "grad_clip", "clip_norm")
+
+
+def _clip_named(e: Event) -> bool:
+    """A call that clips by its name: torch's clip_grad_norm_/clip_grad_value_, a wrapper's or
+    framework's own (``fabric.clip_gradients``, ``accelerator.clip_grad_norm_``, timm's
+    ``dispatch_clip_grad``)."""
+    low = apis.last(e.name).lower() or (e.method or "").lower()
+    return "clip" in low and "grad" in low
+
+
+def _clip_threshold(e: Event) -> Val | None:
+    """The threshold a clipping call or a helper's keyword passes, when it passes one."""
+    for key in CLIP_KEYWORDS:
+        if key in e.kwargs:
+            return e.kwargs[key]
+    return None
+
+
+def _clip_events(rc: RuleContext) -> list[Event]:
+    """Calls that clip: named for it, or a call into code the scan does not read that gets a
+    clipping threshold (``loss_scaler(loss, opt, clip_grad=args.clip_grad)``); a threshold
+    written as None is no clipping."""
+    out = []
+    for e in rc.a.calls():
+        threshold = _clip_threshold(e)
+        if (
+            threshold is not None
+            and threshold.known
+            and threshold.const is None
+            and V.ARGDEFAULT not in threshold.taint
+        ):
+            continue
+        opaque_helper = (
+            threshold is not None
+            and bool(e.name)
+            and not e.name.startswith(("local:", "."))
+            and apis.last(e.name)[:1].islower()
+        )
+        if _clip_named(e) or opaque_helper:
+            out.append(e)
+    return out
+
+
+@rule(
+    "Whether gradients are clipped, inside no_sync(), and after the scaler unscales them.",
+    facts={
+        "uses_grad_clipping": not_in_excerpt(False),
+        "clip_inside_no_sync": not_in_excerpt(False),  # False also when no no_sync() is seen
+        "unscale_before_clip": ANY_EXCERPT,
+    },
+    shown_with={"clip_inside_no_sync": "uses_no_sync"},
+)
+def clipping(rc: RuleContext) -> None:
+    a = rc.a
+    if rc.hf:
+        val, where = rc.hf_arg("max_grad_norm")
+        if val is None:
+            return
+        n = num(val)
+        if "default" in val.taint or "cli" in val.taint:
+            rc.emit(
+                "uses_grad_clipping",
+                True,
+                where,
+                "HF Trainer clips at max_grad_norm=1.0 by default",
+            )
+        elif n is not None:
+            rc.emit("uses_grad_clipping", n > 0, where, f"TrainingArguments(max_grad_norm={n:g})")
+        rc.emit("unscale_before_clip", True, where, "HF Trainer unscales before clipping")
+        rc.emit("clip_inside_no_sync", False, where, "HF Trainer clips after the synchronised step")
+        return
+    if rc.pl:
+        val, where = rc.pl_arg("gradient_clip_val", lightning.DEFAULTS["gradient_clip_val"])
+        tr = rc.pl_trainer()
+        if val is None or tr is None or tr.extra.get("manual"):
+            return
+        n = num(val)
+        rc.emit(
+            "uses_grad_clipping",
+            bool(n),
+            where,
+            f"Trainer(gradient_clip_val={n:g})" if n else "Trainer without gradient_clip_val",
+        )
+        if n:
+            rc.emit("unscale_before_clip", True, where, "Lightning unscales before clipping")
+            rc.emit(
+                "clip_inside_no_sync",
+                False,
+                where,
+                "Lightning clips before the optimizer step, after the synchronised backward",
+            )
+        return
+    clips = _clip_events(rc)
+    step = a.main_step
+    if not clips and rc.ds is not None:
+        return  # gradient_clipping lives in the DeepSpeed config
+    if not clips:
+        opt = rc._main_optimizer()
+        refs = {r for o in a.ddps for r in (o.ref, o.wraps)} | {opt.ref if opt else None}
+        hidden = rc._opaque_touches(refs, a.step_loop)
+        if hidden:
+            rc.warn(
+                f"{hidden[0].where}: {hidden[0].name}() gets the model or optimizer; clipping not decided"
+            )
+            return
+        unseen = rc.unreached_calls(
+            lambda n: "clip" in apis.last(n).lower() and "grad" in apis.last(n).lower()
+        )
+        if unseen:
+            rc.warn(f"{unseen[0]}: gradient clipping in code the scan did not follow; not decided")
+            return
+        if a.main_backward is not None and step is not None:
+            rc.emit(
+                "uses_grad_clipping",
+                False,
+                step.where,
+                f"no gradient clipping before {text(step.node)}",
+            )
+        return
+    clip = clips[0]
+    # Whether it clips may hang on a switch; where it clips (before unscale_, inside no_sync)
+    # is decided either way, and means something only if it does. A helper or framework call
+    # that clips (fabric.clip_gradients, a loss scaler's clip_grad=) unscales as it sees fit.
+    torch_clips = [c for c in clips if apis.last(c.name) in TORCH_CLIPS or c.method in TORCH_CLIPS]
+    if torch_clips and torch_clips[0] is clip:
+        _unscale(rc, torch_clips)
+    _clip_local(rc, clip)
+    for c in clip.conds():
+        if c.const is not None:  # a command-line switch: only its default is known
+            rc.cli_default("uses_grad_clipping", bool(c.const) == c.branch, clip.where)
+            return
+        if c.const is None and not is_rank_cond(c) and not _structural(rc, c):
+            rc.warn(f"{clip.where}: clipping runs only when {text(c.test)}; not decided")
+            return
+    threshold = _clip_threshold(clip)
+    if threshold is not None and V.ARGDEFAULT in threshold.taint and threshold.known:
+        on = threshold.const is not None and threshold.const is not False and threshold.const != 0
+        rc.cli_default("uses_grad_clipping", on, clip.where)
+        return
+    if threshold is not None and not threshold.known and not _clip_named(clip):
+        rc.warn(f"{clip.where}: {clip.name}() clips when its threshold is set; not decided")
+        return
+    rc.emit("uses_grad_clipping", True, clip.where, f"gradients clipped ({clip.where})")
+
+
+def _structural(rc: RuleContext, c: CondCtx) -> bool:
+    """A condition of the accumulation window (micro-step index), not a config switch."""
+    if _is_accum_cond(rc, c):
+        return True
+    win = rc.a.window
+    if win is None or win.var is None:
+        return False
+    from ddpadvisor.scan.evaluate import free_names
+
+    return win.var in free_names(c.test)
+
+
+def _is_accum_cond(rc: RuleContext, c: CondCtx) -> bool:
+    b = rc.a.accum.boundary
+    return b is not None and c.node is b.node
+
+
+def _unscale(rc: RuleContext, clips: list[Event]) -> None:
+    """``unscale_before_clip`` over every torch clip the walk read: two train-step functions
+    picked by a test the scan cannot decide (one with a scaler that unscales first, one
+    without a scaler) are alternatives, and when their clips say different things the fact
+    is not decided."""
+    verdicts = [v for v in (_unscale_at(rc, c) for c in clips) if v is not None]
+    if not verdicts:
+        return
+    if len({v[0] for v in verdicts}) > 1:
+        yes = next(v for v in verdicts if v[0])
+        no = next(v for v in verdicts if not v[0])
+        rc.warn(
+            f"{no[1]}: clips without unscale_() where {yes[1]} unscales first; the run's "
+            "options pick between them, so unscale_before_clip is not decided"
+        )
+        return
+    value, where, detail = verdicts[0]
+    rc.emit("unscale_before_clip", value, where, detail)
+
+
+def _unscale_at(rc: RuleContext, clip: Event) -> tuple[bool, str, str] | None:
+    a = rc.a
+    if clip.recv is not None and clip.recv.kind == V.ACCELERATOR:
+        return True, clip.where, "accelerator.clip_grad_norm_() unscales first"
+    scalers = a.objs(V.SCALER)
+    # a scaler made elsewhere (a parameter, self.scaler) that scales this loss: if it is
+    # enabled at all, the gradients it leaves are scaled until unscale_()
+    scaled_elsewhere = any(
+        e.recv is not None and e.recv.kind == V.SCALER and e.seq < clip.seq
+        for e in a.calls("scale")
+    )
+    if not scalers and not scaled_elsewhere:
+        return None
+    scales = [e for e in a.calls("scale") if e.recv is not None and e.recv.kind == V.SCALER]
+    if scales and all(_opposite_paths(e, clip) for e in scales):
+        return None  # the path that clips here scales no loss (the run without a scaler)
+    enabled = scalers[0].kwargs.get("enabled") if scalers else None
+    if (
+        enabled is not None
+        and enabled.known
+        and enabled.const is False
+        and V.ARGDEFAULT not in enabled.taint
+    ):
+        return None
+    unscales = [e for e in a.calls("unscale_") if e.seq < clip.seq and not _opposite_paths(e, clip)]
+    if unscales:
+        return True, unscales[-1].where, "scaler.unscale_() before clipping"
+    return (
+        False,
+        clip.where,
+        f"clip_grad_norm_ on scaled gradients: no scaler.unscale_() before it ({clip.where})",
+    )
+
+
+def _opposite_paths(a: Event, b: Event) -> bool:
+    """The two events sit on opposite sides of one ``if``, or of two ``if``s with the same
+    test (``if scaler is not None:`` in the backward helper and again in the step helper)."""
+    if exclusive(a, b):
+        return True
+    tests = {(ast.dump(c.test), c.branch) for c in a.ctx if isinstance(c, CondCtx)}
+    return any((ast.dump(c.test), not c.branch) in tests for c in b.ctx if isinstance(c, CondCtx))
+
+
+def _clip_local(rc: RuleContext, clip: Event) -> None:
+    a = rc.a
+    fact = "clip_inside_no_sync"
+    # FSDP2's ``fully_shard`` keeps gradients as DTensors, whose norm torch.nn.utils
+    # reduces across shards (https://github.com/meta-pytorch/torchtune/issues/2169); FSDP1's
+    # flat shards need the wrapper's own clip_grad_norm_. ZeroRedundancyOptimizer shards only
+    # the optimizer state: DDP still all-reduces whole gradients, so the plain clip is right.
+    # https://pytorch.org/docs/stable/distributed.optim.html
+    sharded = any(apis.last(o.canon) != "fully_shard" for o in a.fsdps) or any(
+        o.extra.get("deepspeed") for o in a.objects.values()
+    )
+    if sharded and clip.name.startswith("torch.nn.utils"):
+        rc.emit(
+            fact,
+            True,
+            clip.where,
+            "torch.nn.utils.clip_grad_norm_ on sharded gradients measures a shard's norm",
+        )
+        return
+    if any(w.kind == V.CTX_NO_SYNC and w.cond is None for w in clip.withs()):
+        rc.emit(
+            fact,
+            True,
+            clip.where,
+            f"clip_grad_norm_ inside no_sync() ({clip.where}): ranks clip local gradients",
+        )
+        return
+    win = a.window
+    uses_no_sync = bool(a.calls("no_sync") or a.flag_events)
+    if win is not None and uses_no_sync and a.in_window(clip, win):
+        fwds = [f for f in a.train_forwards if a.in_window(f, win) and f.seq < clip.seq]
+        for i in win.indices:
+            if a.runs_at(clip, i, win) is not True:
+                continue
+            for f in fwds:
+                if a.runs_at(f, i, win) and a.synced_at(f, i, win)[0] is False:
+                    rc.emit(
+                        fact,
+                        True,
+                        clip.where,
+                        f"clip_grad_norm_ runs on micro-steps that skip gradient sync ({clip.where})",
+                    )
+                    return
+    rc.emit(fact, False, clip.where, "clipping after the synchronising backward")

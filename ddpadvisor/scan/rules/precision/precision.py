@@ -1,0 +1,329 @@
+from __future__ import annotations
+
+import ast
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import text
+from ddpadvisor.scan.context import CondCtx, Event
+from ddpadvisor.scan.library import lightning
+from ddpadvisor.scan.rules.base import RuleContext, cli_switched, const, kw_node, may_not_run
+from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
+from ddpadvisor.scan.source import dotted
+from ddpadvisor.scan.values import Obj
+
+
+@rule(
+    "The training precision and whether a GradScaler scales the loss.",
+    facts={
+        "precision": not_in_excerpt("fp32"),
+        "uses_grad_scaler": not_in_excerpt(False),
+    },
+)
+def precision(rc: RuleContext) -> None:
+    a = rc.a
+    if rc.ds is not None:
+        rc.warn(f"{rc.ds.where}: DeepSpeed config decides precision and loss scaling")
+        return
+    uses_lora = bool(rc._lora_evidence() or rc.lora_switched)  # adapters may be on
+    casts: list[tuple[str, str]] = []
+    switched: list[str] = []
+    for o in _trained_models(rc):
+        for dtype, ev in o.extra.get("casts", []):
+            casts.append((dtype, ev.where))
+            if cli_switched(ev):
+                switched.append(ev.where)
+        load = o.extra.get("load_dtype")
+        if load and load[0] in ("fp16", "bf16"):
+            casts.append((load[0], load[1].where))
+    for e in a.calls():
+        if apis.last(e.name) == "set_default_dtype" and e.args:
+            dtype = apis.dtype_of(e.args[0].canon)
+            if dtype is not None:
+                casts.insert(0, (dtype, e.where))  # applies to every model built after it
+    low = [(d, w) for d, w in casts if d in ("fp16", "bf16")]
+    if low and casts[-1][0] in ("fp16", "bf16") and not uses_lora:
+        d, where = low[-1]
+        if where in switched:
+            # ``if args.half: model.half()``: the run's flags decide the weights' dtype.
+            rc.warn(
+                f"{where}: model cast to {d} behind a command-line switch; precision not decided"
+            )
+            return
+        rc.emit(
+            "precision",
+            f"pure_{d}",
+            where,
+            f"model weights cast to {d} ({where}); optimizer steps on them",
+        )
+        _scaler(rc, f"pure_{d}")
+        return
+    if rc.hf:
+        fp16, where = rc.hf_arg("fp16")
+        bf16, _ = rc.hf_arg("bf16")
+        if (
+            fp16 is not None
+            and bf16 is not None
+            and (fp16.known or "default" in fp16.taint)
+            and (bf16.known or "default" in bf16.taint)
+        ):
+            if const(fp16) is True:
+                rc.emit("precision", "fp16_amp", where, "TrainingArguments(fp16=True)")
+                _scaler(rc, "fp16_amp", framework=where)
+            elif const(bf16) is True:
+                rc.emit("precision", "bf16_amp", where, "TrainingArguments(bf16=True)")
+                _scaler(rc, "bf16_amp", framework=where)
+            else:
+                rc.emit("precision", "fp32", where, "TrainingArguments without fp16/bf16")
+                _scaler(rc, "fp32", framework=where)
+        return
+    if rc.pl:
+        val, where = rc.pl_arg("precision", lightning.DEFAULTS["precision"])
+        value = lightning.precision(val.const) if val is not None and val.known else None
+        if value is None:
+            rc.warn(f"{where}: Trainer(precision=…) comes from the command line; not decided")
+            return
+        rc.emit("precision", value, where, f"Trainer(precision={val.const!r})")  # type: ignore[union-attr]
+        _scaler(rc, value, framework=where)
+        return
+    if rc.acc:
+        accel = a.objs(V.ACCELERATOR)[0]
+        mp = accel.kwargs.get("mixed_precision")
+        if mp is not None and mp.known:
+            value = {"fp16": "fp16_amp", "bf16": "bf16_amp", "no": "fp32"}.get(str(mp.const))
+            if value:
+                rc.emit(
+                    "precision",
+                    value,
+                    accel.where,
+                    f"Accelerator(mixed_precision={mp.const!r})",
+                )
+                _scaler(rc, value, framework=accel.where)
+                return
+        elif mp is None:
+            rc.warn(f"{accel.where}: mixed precision comes from the accelerate config; not decided")
+        return  # the accelerate config (or an unreadable flag) decides
+    fwds = a.train_forwards
+    if not fwds:
+        return
+    autocasts = [w for f in fwds for w in f.withs() if w.kind == V.CTX_AUTOCAST]
+    if autocasts:
+        w = autocasts[0]
+        dtype, state = w.val.const if isinstance(w.val.const, tuple) else ("unknown", "maybe")
+        where = f"{w.file}:{w.line}"
+        if state == "off":
+            value = "fp32"
+        elif state == "maybe" or dtype in ("unknown", None):
+            rc.warn(f"{where}: autocast dtype or enabled flag decided at run time")
+            _scaler(rc, None)
+            return
+        else:
+            value = {"fp16": "fp16_amp", "bf16": "bf16_amp", "fp32": "fp32"}[dtype]
+        rc.emit(
+            "precision",
+            value,
+            where,
+            f"forward under autocast ({dtype})" if value != "fp32" else "autocast disabled",
+        )
+        _scaler(rc, value)
+        return
+    decorated = _autocast_decorator(rc)
+    if decorated is not None:
+        dtype, where = decorated
+        if dtype in ("fp16", "bf16"):
+            value = f"{dtype}_amp"
+            rc.emit("precision", value, where, f"model forward decorated with autocast ({dtype})")
+            _scaler(rc, value)
+        else:
+            rc.warn(f"{where}: forward decorated with autocast of unknown dtype")
+        return
+    policy = _fsdp_precision_policy(rc)
+    if policy is not None:
+        rc.warn(f"{policy}: FSDP's mixed-precision policy sets the compute dtype; not decided")
+        _scaler(rc, None)
+        return
+    part = [
+        ev.where
+        for o in _trained_models(rc)
+        for dtype, ev in o.extra.get("part_casts", [])
+        if dtype in ("fp16", "bf16")
+    ]
+    if part:
+        # ``self.transformer.wte.to(dtype=bf16)``: some layers in half precision, the rest
+        # as built; the model's own forward may cast to a compute dtype without autocast
+        rc.warn(f"{part[0]}: some layers cast to half precision; precision not decided")
+        _scaler(rc, None)
+        return
+    if all(_model_unknown(f) for f in fwds):
+        # ``model = load_model(...)`` from code the scan does not read: its own layers may cast
+        # to a compute dtype (nanochat's Linear casts its weights in forward)
+        rc.warn(
+            f"{fwds[0].where}: the model comes from code the scan does not read; "
+            "no autocast seen, but precision not decided"
+        )
+        _scaler(rc, None)
+        return
+    rc.emit(
+        "precision",
+        "fp32",
+        fwds[0].where,
+        "no autocast and no half-precision cast around the forward",
+    )
+    _scaler(rc, "fp32")
+
+
+def _fsdp_precision_policy(rc: RuleContext) -> str | None:
+    """Where an FSDP wrap gets a mixed-precision policy (``FSDP(..., mixed_precision=p)``,
+    ``fully_shard(..., mp_policy=p)``) that is not plainly None: it casts the parameters for
+    the forward without any autocast in the loop (llama-cookbook's bf16 policy)."""
+    for o in rc.a.fsdps:
+        ev = rc.a.by_seq.get(o.seq)
+        if ev is None:
+            continue
+        for key in ("mixed_precision", "mp_policy"):
+            val = ev.kwargs.get(key)
+            if val is not None and not (val.known and val.const is None):
+                return ev.where
+    return None
+
+
+def _one_side_of_ternary(rc: RuleContext, o: Obj) -> bool:
+    """The object is built in one branch of a conditional expression (``a if test else b``)
+    whose test the scan cannot decide."""
+    sources = rc.walk.sources
+    file = o.where.rpartition(":")[0]
+    module = next((m for m in [sources.main, *sources.modules.values()] if m.label == file), None)
+    if module is None or o.node is None:
+        return False
+    for sub in ast.walk(module.tree):
+        if isinstance(sub, ast.IfExp) and sub.lineno <= o.line <= (sub.end_lineno or sub.lineno):
+            inside = {id(n) for part in (sub.body, sub.orelse) for n in ast.walk(part)}
+            if id(o.node) in inside:
+                return True
+    return False
+
+
+def _model_unknown(fwd: Event) -> bool:
+    """A forward through a value the scan only guesses is a model (by its name), not one it
+    built or read."""
+    taint = fwd.result.taint if fwd.result is not None else frozenset()
+    return "model:None" in taint and not any(
+        t.startswith("model:") and t != "model:None" for t in taint
+    )
+
+
+def _trained_models(rc: RuleContext) -> list[Obj]:
+    """The models whose dtype is the training precision: those wrapped for DDP (or prepared
+    by a framework) or whose parameters the optimizer holds. A frozen helper cast to half
+    (diffusers' ``vae.to(dtype=weight_dtype)``, a text encoder) trains nothing. When the scan
+    cannot tell which model trains, every model not frozen with ``requires_grad_(False)``
+    counts."""
+    models = rc.a.objs(V.MODEL)
+    trained = {o.ref for o in models if o.wrapped_by is not None}
+    for opt in rc.a.objs(V.OPTIMIZER):
+        params = opt.kwargs.get("params") or (opt.args[0] if opt.args else None)
+        if params is not None and params.ref is not None:
+            trained.add(params.ref)
+    kept = [o for o in models if o.ref in trained]
+    if kept:
+        return kept
+    # which model trains is not known: a model frozen with ``requires_grad_(False)`` is not it
+    # (diffusers casts its frozen text encoder and VAE to fp16; the UNet it trains stays fp32)
+    frozen = {
+        e.recv.ref
+        for e in rc.a.calls("requires_grad_")
+        if e.recv is not None
+        and e.recv.ref is not None
+        and e.args
+        and e.args[0].known
+        and e.args[0].const is False
+    }
+    return [o for o in models if o.ref not in frozen]
+
+
+def _autocast_decorator(rc: RuleContext) -> tuple[str | None, str] | None:
+    """``@torch.autocast(...)`` on the forward of a model class built in the script."""
+    for o in rc.a.objs(V.MODEL):
+        info = rc._class_of(o)
+        found = info.find_method("forward") if info is not None else None
+        if found is None:
+            continue
+        owner, fn = found
+        for deco in fn.decorator_list:
+            call = deco if isinstance(deco, ast.Call) else None
+            name = dotted(call.func if call is not None else deco)
+            if apis.last(name) != "autocast":
+                continue
+            dtype: str | None = "fp16" if "cuda" in name else "bf16" if "cpu" in name else None
+            if call is not None:
+                for kw in call.keywords:
+                    if kw.arg == "dtype":
+                        dtype = apis.dtype_of(dotted(kw.value))
+                    if (
+                        kw.arg == "device_type"
+                        and isinstance(kw.value, ast.Constant)
+                        and dtype is None
+                    ):
+                        dtype = {"cuda": "fp16", "cpu": "bf16"}.get(str(kw.value.value))
+                if call.args and isinstance(call.args[0], ast.Constant) and dtype is None:
+                    dtype = {"cuda": "fp16", "cpu": "bf16"}.get(str(call.args[0].value))
+            return dtype, f"{owner.scope.module.label}:{deco.lineno}"
+    return None
+
+
+def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None) -> None:
+    if framework is not None:
+        rc.emit(
+            "uses_grad_scaler",
+            precision == "fp16_amp",
+            framework,
+            "the framework uses a GradScaler for fp16 only",
+        )
+        return
+    scalers = rc.a.objs(V.SCALER)
+    if scalers:
+        s = scalers[0]
+        # ``GradScaler() if COMPUTE_DTYPE == torch.float16 else None``: made or not by a test
+        # the scan cannot decide. (A scaler made under an ``if`` statement keeps the walk's
+        # reading, its body: DINO's ``if args.use_fp16:`` also decides the autocast through
+        # ``autocast(fp16_scaler is not None)``, so scaler and fp16 come together.)
+        if _one_side_of_ternary(rc, s):
+            rc.warn(f"{s.where}: a GradScaler is made on one side of a condition only; not decided")
+            return
+        made = rc.a.by_seq.get(s.seq)
+        if made is not None and may_not_run(rc, made) and _default_skips(made):
+            # ``if cfg.use_fp16: scaler = GradScaler()`` with the option off by default: the
+            # default run makes none, but the run may turn it on
+            rc.cli_default("uses_grad_scaler", False, s.where)
+            return
+        enabled = s.kwargs.get("enabled")
+        if enabled is not None and enabled.known and V.ARGDEFAULT in enabled.taint:
+            rc.cli_default("uses_grad_scaler", bool(enabled.const), s.where)
+        elif enabled is None or (enabled.known and enabled.const is True):
+            rc.emit("uses_grad_scaler", True, s.where, "GradScaler created")
+        elif enabled.known and enabled.const is False:
+            rc.emit("uses_grad_scaler", False, s.where, "GradScaler(enabled=False)")
+        else:
+            rc.warn(
+                f"{s.where}: GradScaler enabled at run time ({text(kw_node(s.node, 'enabled'))})"
+            )
+        return
+    if rc.acc:
+        return  # accelerate scales fp16 losses itself when its mixed precision asks for it
+    if rc.a.main_backward is not None and rc.a.opt_steps:
+        step = rc.a.main_step or rc.a.opt_steps[0]
+        rc.emit(
+            "uses_grad_scaler",
+            False,
+            step.where,
+            "no GradScaler: optimizer steps on unscaled gradients",
+        )
+
+
+def _default_skips(e: Event) -> bool:
+    """Some option-decided ``if`` around the event takes the other side with its default."""
+    return any(
+        c.const is not None and bool(c.const) != c.branch
+        for c in e.ctx
+        if isinstance(c, CondCtx) and (V.ARGDEFAULT in c.taint or "cli" in c.taint)
+    )

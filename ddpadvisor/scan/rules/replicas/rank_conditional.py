@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import recv_text
+from ddpadvisor.scan.rules.base import RuleContext, is_rank_cond
+from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
+
+
+@rule(
+    "Whether some ranks alone change the model's or optimizer's state (a rank-0 resume).",
+    facts={
+        "rank_conditional_state_change": not_in_excerpt(False),
+    },
+)
+def rank_conditional(rc: RuleContext) -> None:
+    a = rc.a
+    fact = "rank_conditional_state_change"
+    if rc.hf:
+        for e in a.calls("train"):
+            if e.recv is None or e.recv.kind != V.TRAINER:
+                continue
+            ckpt = e.kw("resume_from_checkpoint", 0)
+            if ckpt is not None and V.RANK in ckpt.taint:
+                rc.emit(
+                    fact,
+                    True,
+                    e.where,
+                    f"resume_from_checkpoint differs between ranks ({e.where}): some ranks "
+                    "resume the checkpoint's weights and optimizer state, the others start "
+                    "fresh",
+                )
+                return
+        rc.emit(fact, False, "", "HF Trainer loads checkpoints on every rank")
+        return
+    if not a.ddps:
+        return
+    ddp_seq = min(o.seq for o in a.ddps)
+    model_refs = _submodules(rc, {r for o in a.ddps for r in (o.ref, o.wraps)})
+    broadcasts = [
+        e
+        for e in a.calls()
+        if apis.last(e.name)
+        in ("broadcast", "broadcast_object_list", "_sync_module_states", "sync_module_states")
+    ]
+    found = False
+    for e in a.events:
+        if not any(is_rank_cond(c) for c in e.ctx):
+            continue
+        recv = e.recv
+        name = e.method or apis.last(e.name)
+        what = None
+        if e.kind == "call" and name in apis.STATE_LOADERS and recv is not None:
+            if recv.kind in (V.OPTIMIZER, V.SCALER, V.SCHEDULER):
+                what = f"{recv_text(e) or recv.kind} state loaded on some ranks only"
+            elif (
+                recv.kind in (V.MODEL, V.DDP, V.DDP_MODULE)
+                and e.seq > ddp_seq
+                and recv.ref in model_refs
+            ):
+                what = "weights loaded on some ranks only, after the DDP wrap"
+            elif recv.kind == V.ACCELERATOR:
+                what = "accelerator state loaded on some ranks only"
+        elif e.kind == "call" and name in ("set_peft_model_state_dict",) and e.seq > ddp_seq:
+            what = "adapter weights loaded on some ranks only"
+        elif (
+            e.kind == "call"
+            and e.seq > ddp_seq
+            and name in apis.PARAM_INPLACE
+            and recv is not None
+            and recv.kind in (V.PARAMS, V.MODEL, V.DDP_MODULE)
+            and recv.ref in model_refs
+        ):
+            what = f"parameters changed in place ({name}) on some ranks only"
+        elif (
+            e.kind == "call"
+            and e.seq > ddp_seq
+            and e.name.startswith("torch.nn.init.")
+            and e.args
+            and e.args[0].kind == V.PARAMS
+            and e.args[0].ref in model_refs
+        ):
+            what = "parameters re-initialised on some ranks only"
+        elif (
+            e.kind == "assign"
+            and e.seq > ddp_seq
+            and e.attr == "data"
+            and recv is not None
+            and recv.kind == V.PARAMS
+            and recv.ref in model_refs
+        ):
+            what = "parameter data replaced on some ranks only"
+        if what is None:
+            continue
+        if any(bc.seq > e.seq for bc in broadcasts):
+            rc.warn(f"{e.where}: {what}, but a broadcast follows; assumed re-synchronised")
+            continue
+        rc.emit(fact, True, e.where, f"{what} ({e.where}); DDP never re-broadcasts them")
+        found = True
+    if found or a.main_backward is None:
+        return
+    rc.emit(
+        fact,
+        False,
+        a.ddps[0].where,
+        "no state loaded or changed on a subset of ranks after wrapping",
+    )
+
+
+def _submodules(rc: RuleContext, refs: set[int | None]) -> set[int | None]:
+    """The wrapped models and the modules held in their attributes (``self.net``), at any
+    depth: changing a submodule's weights changes the wrapped model's."""
+    out = set(refs)
+    todo = [r for r in refs if r is not None]
+    while todo:
+        obj = rc.walk.objects.get(todo.pop())
+        if obj is None:
+            continue
+        for val in obj.attrs.values():
+            if val.kind in (V.MODEL, V.DDP_MODULE) and val.ref is not None and val.ref not in out:
+                out.add(val.ref)
+                todo.append(val.ref)
+    return out
