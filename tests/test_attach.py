@@ -477,3 +477,21 @@ def test_eval_loss_of_a_metrics_csv(engine: Any, tmp_path: Path) -> None:
     got = facts(engine, path)
     assert got["eval_loss_falls"].value is False
     assert "over 3 evaluations" in got["eval_loss_falls"].detail
+
+
+def test_reference_steps_per_epoch_give_the_global_batch_ratio(engine: Any, tmp_path: Path) -> None:
+    """Two Lightning runs over the same data: an epoch takes 200 steps in the reference and 100
+    on 2 ranks with a sampler, so the run's global batch is twice the reference's; without a
+    sampler each rank walks the whole data set and the epoch keeps its 200 steps: that says
+    nothing of the global batch."""
+    launch = tmp_path / "cmd.txt"
+    launch.write_text("torchrun --nproc_per_node 2 train.py\n")
+    ref = MADE / "lightning_two_epochs.metrics.csv"
+    sharded = facts(engine, MADE / "lightning_sampler.metrics.csv", launch, ref=ref)
+    ratio = sharded["global_batch_ratio"]
+    assert ratio.value == 2.0 and ratio.source == "log"
+    assert "2x the reference's" in (ratio.detail or "")
+    unsharded = facts(engine, MADE / "lightning_no_sampler.metrics.csv", launch, ref=ref)
+    assert "global_batch_ratio" not in unsharded
+    # the ratio answers what the question would ask, and the follow-up it implies
+    assert "global_batch_ratio" not in facts(engine, MADE / "lightning_sampler.metrics.csv")

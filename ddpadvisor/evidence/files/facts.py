@@ -308,6 +308,18 @@ def compare(
     rs, rr = run.steps_per_epoch, ref.steps_per_epoch
     if rs and rr:
         ratio = rr / rs
+        if ratio >= 1.5:
+            # one optimizer step takes one global batch: over the same data, sharded across the
+            # ranks (the epoch got shorter), the steps an epoch takes in each run give the ratio
+            # of their global batches, whatever split them into per-GPU batches, ranks and
+            # accumulation. An unchanged epoch says nothing of it: every rank may be reading
+            # the whole data set (no sampler) or a per-GPU batch divided by the world size.
+            out.add(
+                "global_batch_ratio",
+                round(ratio, 2),
+                run.file,
+                f"an epoch takes {rs:.0f} optimizer steps here and {rr:.0f} in the reference run {ref_name}: the global batch is {ratio:.3g}x the reference's (both reading the same data)",
+            )
         if 0.9 <= ratio <= 1.1 and world and world > 1:
             out.add(
                 "epoch_steps_unchanged",
