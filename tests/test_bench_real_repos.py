@@ -30,10 +30,31 @@ def test_counts_and_held_out_split(cases: list) -> None:  # type: ignore[type-ar
     assert len(cases) >= 24
     llm = [c for c in cases if c.llm]
     assert len(llm) >= 9
-    held = [c for c in cases if c.part == "held_out"]
-    assert 0.3 <= len(held) / len(cases) <= 0.5
+    first = [c for c in cases if c.batch == 1]
+    held = [c for c in first if c.part == "held_out"]
+    assert 0.3 <= len(held) / len(first) <= 0.5
     assert sum(c.llm for c in held) >= 4
-    assert all((c.part == "held_out") == real_repos.held_out(c.repo) for c in cases)
+    assert all((c.part == "held_out") == real_repos.held_out(c.repo) for c in first)
+
+
+def test_the_second_batch_is_held_out_whatever_the_hash_says(
+    cases: list,  # type: ignore[type-arg]
+    tmp_path: Path,
+) -> None:
+    second = [c for c in cases if c.batch == 2]
+    assert len(second) >= 12
+    assert all(c.part == "held_out" for c in second)
+    assert not {c.repo for c in second} & {c.repo for c in cases if c.batch == 1}
+    # a batch-2 file whose hash says "tuned" is still held out, and saying "tuned" is refused
+    hashed_tuned = next(c for c in second if not real_repos.held_out(c.repo))
+    src = real_repos.CASES / f"{hashed_tuned.name}.yaml"
+    bad = tmp_path / src.name
+    bad.write_text(
+        src.read_text(encoding="utf-8").replace("part: held_out", "part: tuned", 1),
+        encoding="utf-8",
+    )
+    with pytest.raises(real_repos.CaseProblem, match="part must be held_out"):
+        real_repos.load_case(bad)
 
 
 def test_every_truth_names_where_it_was_read(cases: list) -> None:  # type: ignore[type-arg]
