@@ -82,7 +82,7 @@ UNDECIDED = "undecided"
 HELD_OUT_SALT = "ddpadvisor/real-repos/"
 HELD_OUT_BELOW = 0x70
 LLM_STACKS = ("llm-finetune", "llm-pretrain", "rlhf")
-STACKS = (*LLM_STACKS, "vision", "detection", "clip", "diffusion", "self-supervised")
+STACKS = (*LLM_STACKS, "vision", "detection", "clip", "diffusion", "self-supervised", "speech")
 LAYOUTS = (
     "single-script",
     "package-imports",
