@@ -19,13 +19,16 @@ entry is scanned as ``ddpadvisor --script ENTRY [--set ...] [--attach ...]`` wou
 ``ddpadvisor.service.gather_sources`` and ``engine.diagnose``. ``ddpadvisor`` is imported from
 the environment, so ``PYTHONPATH=/work/wt/OTHER python bench/real_repos.py`` measures that copy.
 
-Held-out split, fixed before the first measurement: a repository is held out iff the first byte
-of ``sha256("ddpadvisor/real-repos/" + "owner/name")`` is below 0x70 (44 % expected). Its YAML's
-``part`` must agree (the test checks). Truth values and injections are never changed after a
-measurement except to fix a factual mistake (said in the commit body).
+Held-out split, fixed before the first measurement: a batch-1 repository (``batch`` absent or 1)
+is held out iff the first byte of ``sha256("ddpadvisor/real-repos/" + "owner/name")`` is below
+0x70 (44 % expected). Batch 2 (``batch: 2``) is held out whatever the hash says: a fresh batch
+chosen and written on 2026-12-07 by a helper who does not work on the scanner, after batch 1's
+held-out part had been seen by those who do. Each YAML's ``part`` must agree (the test checks).
+Truth values and injections are never changed after a measurement except to fix a factual
+mistake (said in the commit body).
 
-    python bench/real_repos.py [--part tuned|held_out|all] [--repo owner/name] [--bar 0.3]
-                               [--json FILE] [--check]
+    python bench/real_repos.py [--part tuned|held_out|all] [--repo owner/name] [--batch 1|2]
+                               [--bar 0.3] [--json FILE] [--check]
 
 Prints, per part: correct code (repositories whose scan read no fact, the leading catalogued
 cause and score, confident false positives: a catalogued cause leading at >= ``--bar``), decided
