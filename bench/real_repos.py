@@ -59,7 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -433,6 +433,15 @@ class Tally:
     records: list[dict[str, Any]] = field(default_factory=list)  # one per repository, for --json
 
 
+def merged(tallies: list[Tally]) -> Tally:
+    """One tally holding every count and list of ``tallies``."""
+    out = Tally()
+    for t in tallies:
+        for f in fields(Tally):
+            setattr(out, f.name, getattr(out, f.name) + getattr(t, f.name))
+    return out
+
+
 def _clean(text: str) -> str:
     """Text from a file or a scan, safe to print on a terminal."""
     return re.sub(r"[^\x20-\x7e]", "?", text)[:160]
@@ -638,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     out: list[str] = []
     records: list[dict[str, Any]] = []
     for part in parts:
-        tally = Tally()
+        by_batch: dict[int, Tally] = {}
         print(f"-- {part}")
         for case in (c for c in cases if c.part == part):
             folder = checkout(case, args.mirrors)
@@ -647,8 +656,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {case.repo}: no mirror or commit {case.commit[:12]} not readable, skipped"
                 )
                 continue
-            run_case(engine, case, folder, args.bar, tally)
+            run_case(engine, case, folder, args.bar, by_batch.setdefault(case.batch, Tally()))
+        tally = merged(list(by_batch.values()))
         out += summary(part, tally, args.bar)
+        if len(by_batch) > 1:  # each batch of a mixed part on its own as well
+            for batch in sorted(by_batch):
+                out += summary(f"{part}, batch {batch}", by_batch[batch], args.bar)
         records += tally.records
     print("\n".join(out))
     if args.json:

@@ -83,6 +83,15 @@ def test_a_fact_value_of_the_wrong_type_is_named(cases: list) -> None:  # type: 
     assert any("grad_accum_steps" in p for p in real_repos.kb_problems(case, kb))
 
 
+def test_batches_of_a_part_merge_into_one_tally() -> None:
+    first = real_repos.Tally(repos=2, right=3, checked=4, wrong=["a: x=1, truth 2"])
+    second = real_repos.Tally(repos=1, right=1, checked=1, ranks=[("vision", False, 1)])
+    both = real_repos.merged([first, second])
+    assert (both.repos, both.right, both.checked) == (3, 4, 5)
+    assert both.wrong == ["a: x=1, truth 2"] and both.ranks == [("vision", False, 1)]
+    assert first.repos == 2 and first.ranks == []  # the parts are left as they were
+
+
 def test_injection_leaves_the_cache_untouched(tmp_path: Path) -> None:
     tree = tmp_path / "cache"
     tree.mkdir()
