@@ -30,10 +30,31 @@ def test_counts_and_held_out_split(cases: list) -> None:  # type: ignore[type-ar
     assert len(cases) >= 24
     llm = [c for c in cases if c.llm]
     assert len(llm) >= 9
-    held = [c for c in cases if c.part == "held_out"]
-    assert 0.3 <= len(held) / len(cases) <= 0.5
+    first = [c for c in cases if c.batch == 1]
+    held = [c for c in first if c.part == "held_out"]
+    assert 0.3 <= len(held) / len(first) <= 0.5
     assert sum(c.llm for c in held) >= 4
-    assert all((c.part == "held_out") == real_repos.held_out(c.repo) for c in cases)
+    assert all((c.part == "held_out") == real_repos.held_out(c.repo) for c in first)
+
+
+def test_the_second_batch_is_held_out_whatever_the_hash_says(
+    cases: list,  # type: ignore[type-arg]
+    tmp_path: Path,
+) -> None:
+    second = [c for c in cases if c.batch == 2]
+    assert len(second) >= 12
+    assert all(c.part == "held_out" for c in second)
+    assert not {c.repo for c in second} & {c.repo for c in cases if c.batch == 1}
+    # a batch-2 file whose hash says "tuned" is still held out, and saying "tuned" is refused
+    hashed_tuned = next(c for c in second if not real_repos.held_out(c.repo))
+    src = real_repos.CASES / f"{hashed_tuned.name}.yaml"
+    bad = tmp_path / src.name
+    bad.write_text(
+        src.read_text(encoding="utf-8").replace("part: held_out", "part: tuned", 1),
+        encoding="utf-8",
+    )
+    with pytest.raises(real_repos.CaseProblem, match="part must be held_out"):
+        real_repos.load_case(bad)
 
 
 def test_every_truth_names_where_it_was_read(cases: list) -> None:  # type: ignore[type-arg]
@@ -60,6 +81,15 @@ def test_a_fact_value_of_the_wrong_type_is_named(cases: list) -> None:  # type: 
         update={"truth": {"grad_accum_steps": real_repos.Truth(value=True, why="train.py:1 x")}}
     )
     assert any("grad_accum_steps" in p for p in real_repos.kb_problems(case, kb))
+
+
+def test_batches_of_a_part_merge_into_one_tally() -> None:
+    first = real_repos.Tally(repos=2, right=3, checked=4, wrong=["a: x=1, truth 2"])
+    second = real_repos.Tally(repos=1, right=1, checked=1, ranks=[("vision", False, 1)])
+    both = real_repos.merged([first, second])
+    assert (both.repos, both.right, both.checked) == (3, 4, 5)
+    assert both.wrong == ["a: x=1, truth 2"] and both.ranks == [("vision", False, 1)]
+    assert first.repos == 2 and first.ranks == []  # the parts are left as they were
 
 
 def test_injection_leaves_the_cache_untouched(tmp_path: Path) -> None:
