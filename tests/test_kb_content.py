@@ -313,30 +313,3 @@ def test_kb_validate_and_test_pass_from_the_command_line() -> None:
             timeout=120,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def test_a_slip_read_from_the_code_leads_on_its_own(engine) -> None:  # type: ignore[no-untyped-def]
-    """Issue 29 item 6: a fact that is itself the slip (jobs without its cause almost never
-    show it) leads with 0.30 or more when nothing contradicts it; common configuration never
-    does (tested in kb/causes/accumulation.yaml)."""
-    from ddpadvisor.observation import observe
-    from ddpadvisor.report.present import diagnose
-
-    model = engine.model
-    slips = []
-    for fact_id in sorted(model.configuration):
-        table = model.facts[fact_id]
-        for k, cls in enumerate(table.classes):
-            linked = {
-                model.causes[ci]
-                for ci, row in table.likelihood.items()
-                if ci != model.catch_all and row[k] / table.healthy[k] > 50
-            }
-            if table.healthy[k] < 0.01 and linked:
-                slips.append((fact_id, cls, linked))
-    assert len(slips) >= 8
-    for fact_id, cls, linked in slips:
-        value = {"true": True, "false": False}.get(cls, cls)
-        d = diagnose(engine, [observe(engine.kb, fact_id, value, "script", "train.py:1")])
-        top = d.causes[0]
-        assert top.id in linked and top.score >= 0.30, (fact_id, cls, top.id, top.score)
