@@ -61,18 +61,27 @@ def read(kb: KnowledgeBase, value: str | Path) -> Gathered:
     return read_all(kb, [value], None)
 
 
-def series(path: Path) -> Series:
+def series(path: Path | str) -> Series:
     """The attached log's loss, learning rate and grad norm per rank (no rank: 0), finite
-    values only, for plots."""
+    values only, for plots; the loss's spikes (as the loss pattern finds them) and non-finite
+    values are its marks. Raises InputError (one line) for a file that cannot be read."""
     from ddpadvisor.evidence.files import facts
+    from ddpadvisor.evidence.files.curve import spike_peaks
 
     out = Series()
     got = read_one(path)
+    out.warnings = list(got.warnings)
     main = facts.main_curve(got)
     for curve in got.curves:
         if curve.rank is None and main is not None and curve is not main:
             continue  # another run of a log folder: the plot shows the run that was read
         rank = curve.rank or 0
+        out.per_rank = out.per_rank or curve.rank is not None
+        out.files[rank] = curve.file
+        marks = [(int(p.step), "nan") for p in curve.loss if not math.isfinite(p.value)]
+        marks += [(int(p.step), "spike") for p in spike_peaks(curve.loss)]
+        if marks:
+            out.marks.setdefault("loss", {})[rank] = sorted(marks)
         for name, points in (
             ("loss", curve.loss),
             ("lr", curve.lr),
