@@ -436,14 +436,10 @@ ZH: dict[str, str] = {
     "no facts": "没有事实",
     " · measured {n}: {facts}": " · 测得 {n} 项：{facts}",
     # the curves of attached files (tui/curves.py, tui/widgets/curves_plot.py, describe.py)
-    "files or folders you have: trainer_state.json, metrics.csv, a TensorBoard or "
-    "lightning_logs/version_0 folder, a log, a config (spaces between them)": (
-        "你手头的文件或目录：trainer_state.json、metrics.csv、TensorBoard 或 "
-        "lightning_logs/version_0 目录、日志、配置（用空格分隔）"
+    "files or folders you have: train.log trainer_state.json runs/ …": (
+        "你手头的文件或目录：train.log trainer_state.json runs/ …"
     ),
-    "a good run's log to compare with (one GPU, or an earlier run): optional": (
-        "用来对比的正常运行的日志（单卡，或之前的一次运行）：可不填"
-    ),
+    "a good run's log to compare with (optional)": "用来对比的正常运行的日志（可不填）",
     "Reading your description and files…": "正在读取你的描述和文件…",
     "{files} ctrl+s attaches them.": "{files}按 ctrl+s 附加这些文件。",
     "{read} of {named} files read, {lines} loss curves.": (
@@ -466,4 +462,6 @@ ZH: dict[str, str] = {
     ),
     "metrics.csv or runs/": "metrics.csv 或 runs/",
     "{path}: no such file or folder": "{path}：文件或目录不存在",
+    "your text": "你贴的文本",
+    "Your text holds a training log: its loss is drawn.": "你贴的文本里有训练日志：已画出它的 loss。",
 }

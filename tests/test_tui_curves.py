@@ -192,6 +192,39 @@ def test_the_command_line_attaches_for_the_tui(
     assert {f.fact: f.value for f in app.session.current.facts}["loss_pattern"] == "nan"
 
 
+def test_a_log_pasted_in_the_text_is_drawn_and_attached(in_fixtures: Path) -> None:
+    log = (in_fixtures / "excerpts" / "nanogpt_diverges.log").read_text()
+    app = make_app()
+
+    async def body(pilot: Any) -> None:
+        screen = await describe_files(pilot, "", text="On 4 GPUs the loss climbs back:\n" + log)
+        (line,) = screen.query_one(CurvesPlot).lines
+        assert (line.label, line.file, line.steps) == ("your text", "pasted.txt", (0, 590))
+        folder = screen.pasted
+        assert folder is not None and folder.exists()
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        got = {f.fact: f for f in app.session.current.facts}
+        assert got["loss_pattern"].value == "diverges" and got["loss_pattern"].source == "log"
+        assert got["loss_pattern"].where == "pasted.txt steps 0-590"
+        assert got["world_size"].source == "answer"  # the words are still read as words
+        assert not folder.exists()  # the private copy goes with the dialog
+
+    run(app, body)
+
+
+def test_a_sentence_with_one_loss_is_no_curve() -> None:
+    app = make_app()
+
+    async def body(pilot: Any) -> None:
+        text = "step 100 loss 2.31 then it oscillates on 4 GPUs"
+        screen = await describe_files(pilot, "", text=text)
+        assert not screen.query_one(CurvesView).display
+        assert not screen.curves.lines and not screen.curves.readable
+
+    run(app, body)
+
+
 def test_typed_and_pasted_paths() -> None:
     home = str(Path("~").expanduser())
     assert paths_in("a.log  'my run/metrics.csv' b\\ c.json") == [

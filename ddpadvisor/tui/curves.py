@@ -104,3 +104,33 @@ def read_curves(kb: KnowledgeBase, attach: Sequence[str], reference: Sequence[st
                     t("{name}: read, no loss curve in it", name=shown(name, one_line=True))
                 )
     return out
+
+
+PASTED = "pasted.txt"  # the name the facts of a pasted log cite ("pasted.txt:12")
+MIN_PASTED_POINTS = 3  # fewer losses in a description are a sentence, not a log
+
+
+def read_pasted(kb: KnowledgeBase, text: str, folder: Path) -> Curves:
+    """A training log pasted into the description, written to ``folder/pasted.txt`` (a
+    private folder the caller removes) and read as an attached file is; kept only when it
+    holds a loss curve of :data:`MIN_PASTED_POINTS` or more (else: nothing, no problem)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / PASTED
+    path.write_text(text, encoding="utf-8")
+    got = read_curves(kb, [str(path)])
+    if got.problems or max((len(x.points) for x in got.lines), default=0) < MIN_PASTED_POINTS:
+        return Curves()
+    for line in got.lines:
+        if line.label == PASTED:
+            line.label = t("your text")
+    got.notes = []
+    return got
+
+
+def joined(first: Curves, second: Curves) -> Curves:
+    return Curves(
+        first.lines + second.lines,
+        first.problems + second.problems,
+        first.notes + second.notes,
+        first.readable + second.readable,
+    )

@@ -37,7 +37,7 @@ from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.observation import Observation
 from ddpadvisor.terminal import shown
 from ddpadvisor.tui.controller import Controller
-from ddpadvisor.tui.curves import Curves, read_curves
+from ddpadvisor.tui.curves import Curves, joined, read_curves, read_pasted
 from ddpadvisor.tui.session import show_value
 from ddpadvisor.tui.widgets.curves_plot import CurvesView
 from ddpadvisor.tui.widgets.paragraph import Paragraph
@@ -64,11 +64,8 @@ def finding_label(f: Finding, earlier: Observation | None = None) -> Content:
     )
 
 
-FILES_HINT = (
-    "files or folders you have: trainer_state.json, metrics.csv, a TensorBoard or "
-    "lightning_logs/version_0 folder, a log, a config (spaces between them)"
-)
-REFERENCE_HINT = "a good run's log to compare with (one GPU, or an earlier run): optional"
+FILES_HINT = "files or folders you have: train.log trainer_state.json runs/ …"
+REFERENCE_HINT = "a good run's log to compare with (optional)"
 SHOWN_RESEMBLANCE = 3  # causes the text reads like, offered below its facts
 DIALOG_HEIGHT = 0.9  # a dialog's max-height (.dialog in app.tcss)
 
@@ -123,6 +120,8 @@ class DescribeScreen(ModalScreen[int | None]):
         self.resemblance: list[Resemblance] = []
         self.curves = Curves()
         self.reading = False
+        self.pasted: Path | None = None  # a private folder for a log pasted in the text
+        self.reads = 0
 
     def compose(self) -> ComposeResult:
         with Vertical(id="describe-box", classes="panel dialog"):
@@ -190,11 +189,27 @@ class DescribeScreen(ModalScreen[int | None]):
         kb = self.controller.session.engine.kb
         try:
             curves = read_curves(kb, attach, reference)
+            pasted = read_pasted(kb, text, self._paste_folder()) if text.strip() else Curves()
             findings, resemblance = read_text(kb, text) if text.strip() else ([], [])
         except Exception as exc:  # a reader bug must not take the session down
             self.app.call_from_thread(self._failed, str(exc))
             return
-        self.app.call_from_thread(self._show, findings, resemblance, curves)
+        self.app.call_from_thread(self._show, findings, resemblance, curves, pasted)
+
+    def _paste_folder(self) -> Path:
+        """A new folder for each read (the reader caches a file by name, size and time)."""
+        import tempfile
+
+        if self.pasted is None:
+            self.pasted = Path(tempfile.mkdtemp(prefix="ddpadvisor-pasted-"))
+        self.reads += 1
+        return self.pasted / str(self.reads)
+
+    def on_unmount(self) -> None:
+        if self.pasted is not None:  # its facts were read when attached: the copy goes
+            import shutil
+
+            shutil.rmtree(self.pasted, ignore_errors=True)
 
     def _failed(self, problem: str) -> None:
         self.reading = False
@@ -206,25 +221,30 @@ class DescribeScreen(ModalScreen[int | None]):
         )
 
     def _show(
-        self, findings: list[Finding], resemblance: list[Resemblance], curves: Curves | None = None
+        self,
+        findings: list[Finding],
+        resemblance: list[Resemblance],
+        curves: Curves | None = None,
+        pasted: Curves | None = None,
     ) -> None:
         self.reading = False
         if not self.is_attached:  # closed while it was reading: nothing to show
             return
         self.findings, self.resemblance = findings, resemblance
-        self.curves = curves or Curves()
+        files, pasted = curves or Curves(), pasted or Curves()
+        self.curves = joined(pasted, files)
         self.query_one("#describe-reading").display = False
         view = self.query_one("#describe-curves", CurvesView)
         view.show(self.curves)
         found = self.query_one("#describe-found", SelectionList)
         found.clear_options()
         status = self.query_one("#describe-status", Static)
-        files = self._files_status()
+        said = self._files_status(files, pasted)
         if not self.findings and not self.resemblance:
             found.display = False
             if self.curves.readable:
                 self.query_one("#describe-box").add_class("-read")
-                status.update(t("{files} ctrl+s attaches them.", files=files))
+                status.update(t("{files} ctrl+s attaches them.", files=said))
                 self.call_after_refresh(self._fit_list)
                 view.focus()
                 return
@@ -249,22 +269,29 @@ class DescribeScreen(ModalScreen[int | None]):
                 "Found {n} facts. Untick any that are wrong (space), then ctrl+s to use the rest.",
                 n=len(self.findings),
             )
-            + (f" {files}" if files else "")
+            + (f" {said}" if said else "")
         )
         found.highlighted = 0
         found.focus()
 
-    def _files_status(self) -> str:
-        """How many of the named files were read, and how many curves they hold ("" for none)."""
-        named = len(self.curves.readable) + len(self.curves.problems)
-        if not named:
-            return ""
-        return t(
-            "{read} of {named} files read, {lines} loss curves.",
-            read=len(self.curves.readable),
-            named=named,
-            lines=len(self.curves.lines),
-        )
+    @staticmethod
+    def _files_status(files: Curves, pasted: Curves) -> str:
+        """How many of the named files were read and the curves they hold, and whether the
+        text holds a log ("" for neither)."""
+        said = []
+        named = len(files.readable) + len(files.problems)
+        if named:
+            said.append(
+                t(
+                    "{read} of {named} files read, {lines} loss curves.",
+                    read=len(files.readable),
+                    named=named,
+                    lines=len(files.lines),
+                )
+            )
+        if pasted.lines:
+            said.append(t("Your text holds a training log: its loss is drawn."))
+        return " ".join(said)
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._fit_list)
