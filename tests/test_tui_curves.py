@@ -18,9 +18,18 @@ from textual.widgets import Input
 from ddpadvisor.evidence.files.curve import Point, loss_pattern, spike_peaks
 from ddpadvisor.evidence.sources import by_name
 from ddpadvisor.tui.app import DDPAdvisorApp
+from ddpadvisor.tui.curves import Line
 from ddpadvisor.tui.screens.describe import DescribeScreen, paths_in
 from ddpadvisor.tui.screens.evidence import CHOICES, EvidenceScreen
-from ddpadvisor.tui.widgets.curves_plot import NONFINITE, REFERENCE, SPIKE, CurvesPlot, CurvesView
+from ddpadvisor.tui.widgets.curves_plot import (
+    NONFINITE,
+    REFERENCE,
+    SPIKE,
+    CurvesPlot,
+    CurvesView,
+    plot_text,
+)
+from ddpadvisor.tui.widgets.rank_plot import MARKERS
 
 FIXTURES = Path(__file__).resolve().parent / "attach_fixtures"
 PER_RANK = "excerpts/per_rank_spike.log"  # two ranks; rank 1 spikes to 9.7 at step 140
@@ -117,6 +126,18 @@ def test_spike_marks_are_the_spikes_the_loss_pattern_names() -> None:
     assert spike_peaks([Point(i, 1.0 + (9 if i == 5 else 0)) for i in range(10)]) == []
 
 
+def test_a_narrow_plot_keeps_the_spike_it_marks() -> None:
+    """Thinning 1000 points to a 30-column plot must not drop the one point a spike is."""
+    flat = [(i, 1.0) for i in range(1000)]
+    flat[501] = (501, 10.0)
+    line = Line("rank 0", False, flat, "run.log", spikes=[(501, 10.0)])
+    rows = plot_text([line], 30, 8).splitlines()
+    top = next(i for i, row in enumerate(rows) if SPIKE in row)
+    base = max(i for i, row in enumerate(rows) if MARKERS[0] in row)
+    # the line climbs to the spike: its marker stands on a row between the base and the top
+    assert any(MARKERS[0] in row for row in rows[top + 1 : base])
+
+
 def test_bad_files_are_one_line_each_and_nothing_else_is_lost(
     in_fixtures: Path, tmp_path: Path
 ) -> None:
@@ -171,6 +192,11 @@ def test_the_start_screen_attaches_a_folder(in_fixtures: Path, tmp_path: Path) -
         facts = {f.fact: f for f in app.session.current.facts}
         assert facts["loss_pattern"].value == "spikes"
         assert facts["loss_pattern"].where.startswith("version_0/events.out.tfevents.")
+        # the results' plots tab draws the attached run's loss above the trace's plots
+        app.show_results(tab="plots")
+        await pilot.pause()
+        (line,) = app.screen.query_one("#plots-attached", CurvesView).curves.lines
+        assert line.label == "version_0" and len(line.spikes) >= 1
 
     run(app, body)
 

@@ -70,6 +70,14 @@ def _lines(got: Series, name: str, reference: bool) -> list[Line]:
     return out
 
 
+def of_session(series: Sequence[tuple[str, bool, Series]]) -> Curves:
+    """The lines of the series a session kept for its attached files (no reading)."""
+    out = Curves()
+    for name, reference, got in series:
+        out.lines.extend(_lines(got, name, reference))
+    return out
+
+
 def read_curves(kb: KnowledgeBase, attach: Sequence[str], reference: Sequence[str] = ()) -> Curves:
     """Read every ``[KIND:]PATH`` (slow for a large log: call it off the UI thread). A file
     with no loss curve is kept when it settles a fact (a config, an environment dump), else

@@ -7,6 +7,7 @@ engine for a fresh :class:`Diagnosis`; nothing here ranks or scores causes.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.gather import Sources, gather
+from ddpadvisor.evidence.sources import Series
 from ddpadvisor.i18n import Lang, t, text
 from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.kb.values import ValueProblem, parse_value
@@ -73,6 +75,9 @@ class Session:
     trace_dirs: list[Path] = field(default_factory=list)
     attached: list[str] = field(default_factory=list)  # [KIND:]FILE given to the attach source
     references: list[str] = field(default_factory=list)  # a good run's logs, compared
+    # the series of each attached file as read when it was attached, for the plots:
+    # (name, reference?, series)
+    series: list[tuple[str, bool, Series]] = field(default_factory=list)
     diagnosis: Diagnosis | None = None
     lang: Lang = "en"  # of the diagnosis' text; switching it keeps every answer
     described: set[str] = field(default_factory=set)  # facts whose answer a description gave
@@ -176,6 +181,11 @@ class Session:
         source = by_name("reference" if reference else "attach")
         got = source.gather(self.engine.kb, [value], Sources(attach=list(self.attached)))
         (self.references if reference else self.attached).append(value)
+        read = by_name("attach").series
+        # read above (cached): a file that changed since is left out of the plots
+        if read is not None:
+            with contextlib.suppress(InputError):
+                self.series.append((real.name, reference, read(Path(value))))
         return self.add_gathered(got, source.name, real)
 
     def load_saved(self, path: Path) -> Diagnosis:

@@ -51,7 +51,8 @@ def plot_text(lines: list[Line], width: int, height: int) -> str:
     top = max(y for line in lines for _, y in line.points)
     # the reference first, so that the run's own lines are drawn over it
     for line in sorted(lines, key=lambda x: not x.reference):
-        points = _thin(line.points, max(2, width * 2))
+        # thinned to what the width shows, the spikes kept: a spike is one point
+        points = sorted({*_thin(line.points, max(2, width * 2)), *line.spikes})
         fig.draw(
             fig.signal(
                 [p[0] for p in points], [p[1] for p in points], marker=marker(lines, line)
