@@ -218,6 +218,19 @@ def test_the_command_line_attaches_for_the_tui(
     assert {f.fact: f.value for f in app.session.current.facts}["loss_pattern"] == "nan"
 
 
+def test_the_command_line_refuses_a_bad_attachment_before_the_tui(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from ddpadvisor.cli import main
+
+    monkeypatch.setattr(DDPAdvisorApp, "run", lambda self, *a, **k: pytest.fail("UI started"))
+    monkeypatch.setattr("ddpadvisor.cli.terminal_problem", lambda: None)
+    assert main(["--attach", str(tmp_path)]) == 2  # a folder with no event file in it
+    err = capsys.readouterr().err
+    assert err.startswith(f"ddpadvisor: error: {tmp_path}: a folder with no TensorBoard")
+    assert err.count("\n") == 1
+
+
 def test_a_log_pasted_in_the_text_is_drawn_and_attached(in_fixtures: Path) -> None:
     log = (in_fixtures / "excerpts" / "nanogpt_diverges.log").read_text()
     app = make_app()
