@@ -201,6 +201,30 @@ def test_the_start_screen_attaches_a_folder(in_fixtures: Path, tmp_path: Path) -
     run(app, body)
 
 
+def test_a_csv_logger_folder_from_the_describe_screen(tmp_path: Path) -> None:
+    """Lightning's CSVLogger leaves lightning_logs/version_N with metrics.csv (the file here
+    was written by Lightning, tests/attach_fixtures/make_lightning.py) and hparams.yaml."""
+    folder = tmp_path / "lightning_logs" / "version_0"
+    folder.mkdir(parents=True)
+    (folder / "metrics.csv").write_bytes(
+        (FIXTURES / "made" / "lightning_spikes.metrics.csv").read_bytes()
+    )
+    (folder / "hparams.yaml").write_text("lr: 0.05\n")
+    app = make_app()
+
+    async def body(pilot: Any) -> None:
+        screen = await describe_files(pilot, str(folder))
+        (line,) = screen.query_one(CurvesPlot).lines
+        assert (line.label, line.file, line.steps) == ("version_0", "metrics.csv", (0, 199))
+        assert [s for s, _ in line.spikes] == [6, 60, 64, 130, 170, 172]
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        facts = {f.fact: f for f in app.session.current.facts}
+        assert facts["loss_pattern"].value == "spikes"
+
+    run(app, body)
+
+
 def test_the_command_line_attaches_for_the_tui(
     monkeypatch: pytest.MonkeyPatch, in_fixtures: Path
 ) -> None:
