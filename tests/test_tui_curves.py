@@ -78,6 +78,13 @@ def test_per_rank_lines_the_reference_and_a_spike(in_fixtures: Path) -> None:
         caption = str(screen.query_one("#curves-caption").render())
         assert "rank 1: per_rank_spike.log, steps 1-200 · 1 spike(s) at step 140" in caption
         assert "reference: correct.trainer_state.json, steps 2-128" in caption
+        # at 80x24 the curves scroll in their box inside the dialog, the facts list and the
+        # footer's keys stay on screen
+        view, box = screen.query_one(CurvesView), screen.query_one("#describe-box")
+        assert view.max_scroll_y > 0
+        assert box.content_region.contains_region(view.region)
+        footer = {b.binding.key for b in screen.active_bindings.values()}
+        assert {"ctrl+r", "ctrl+s", "escape"} <= footer
         # nothing counts until ctrl+s: then the files are attached, the reference after them
         assert not app.session.sources
         await pilot.press("ctrl+s")

@@ -175,6 +175,10 @@ class CurvesView(VerticalScroll):
     CurvesView > #curves-problems { height: auto; }
     """
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.curves = Curves()
+
     def compose(self) -> ComposeResult:
         yield Static(id="curves-problems", classes="error")
         yield CurvesPlot(id="curves-plot")
@@ -199,5 +203,5 @@ class CurvesView(VerticalScroll):
         if not self.display:
             return 0
         plot = PLOT_ROWS if self.query_one(CurvesPlot).display else 0
-        curves = getattr(self, "curves", Curves())
+        curves = self.curves
         return plot + len(curves.lines) + len(curves.notes) + len(curves.problems)
