@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ddpadvisor.observation import Gathered
 
 _CACHE: dict[tuple[str, str | None, int, int], Read] = {}
+_SERIES: dict[int, tuple[Read, Series]] = {}  # id(read) -> (read, its series): read once
 
 
 def read_one(value: str | Path) -> Read:
@@ -68,8 +69,11 @@ def series(path: Path | str) -> Series:
     from ddpadvisor.evidence.files import facts
     from ddpadvisor.evidence.files.curve import spike_peaks
 
-    out = Series()
     got = read_one(path)
+    hit = _SERIES.get(id(got))
+    if hit is not None and hit[0] is got:  # the same read (the TUI draws, then attaches)
+        return hit[1]
+    out = Series()
     out.warnings = list(got.warnings)
     main = facts.main_curve(got)
     for curve in got.curves:
@@ -90,6 +94,9 @@ def series(path: Path | str) -> Series:
             kept = [(int(p.step), p.value) for p in points if math.isfinite(p.value)]
             if kept:
                 out.series.setdefault(name, {})[rank] = kept
+    if len(_SERIES) > 64:
+        _SERIES.clear()
+    _SERIES[id(got)] = (got, out)
     return out
 
 
