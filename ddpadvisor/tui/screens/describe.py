@@ -4,17 +4,16 @@ Two steps in one dialog: type or paste the text, name the files you have (a trai
 trainer_state.json, a metrics CSV, a TensorBoard or ``lightning_logs/version_N`` folder, a
 config or an environment dump, as ``--attach`` takes them) and, to compare with, a good run's
 log, then press ctrl+r to read them (in a worker, with an indicator: the first read builds the
-KB's indexes). The loss curves the files hold are drawn first, one line per rank (or file),
-the reference run beside them and the spikes and NaN/inf values the readers detected marked,
-with each line's file and steps under the plot; a file that cannot be read is one line. Then
-every fact found is listed with
-the phrase it came from, and below them the causes the text reads like with the words they
-share, all ticked. The list scrolls, so every line can be reached with the arrow keys and
-unticked with space; ctrl+s uses the ticked lines, the facts as answers the history can still
-change; the files that were read
-are attached as ``--attach`` and ``--reference-log`` attach them. A second description adds to
-the first: its facts join the earlier ones (a fact read
-again shows the value it replaces), and the causes both read like are kept.
+KB's indexes). The loss curves the files (and a log pasted in the text) hold are drawn first:
+one line per rank (or file), the reference run beside them, the spikes and NaN/inf values the
+readers detected marked, and each line's file and steps under the plot; a file that cannot be
+read is one line. Then every fact found is listed with the phrase it came from, and below them
+the causes the text reads like with the words they share, all ticked. The list scrolls, so
+every line can be reached with the arrow keys and unticked with space; ctrl+s uses the ticked
+lines, the facts as answers the history can still change, and attaches the files that were
+read as ``--attach`` and ``--reference-log`` do. A second description adds to the first: its
+facts join the earlier ones (a fact read again shows the value it replaces), and the causes
+both read like are kept.
 """
 
 from __future__ import annotations
@@ -189,12 +188,22 @@ class DescribeScreen(ModalScreen[int | None]):
         kb = self.controller.session.engine.kb
         try:
             curves = read_curves(kb, attach, reference)
-            pasted = read_pasted(kb, text, self._paste_folder()) if text.strip() else Curves()
+            pasted = self._pasted_log(kb, text)
             findings, resemblance = read_text(kb, text) if text.strip() else ([], [])
         except Exception as exc:  # a reader bug must not take the session down
             self.app.call_from_thread(self._failed, str(exc))
             return
         self.app.call_from_thread(self._show, findings, resemblance, curves, pasted)
+
+    def _pasted_log(self, kb: KnowledgeBase, text: str) -> Curves:
+        """The curve of a log pasted in the text; none when there is none, or when its
+        private copy cannot be written (the words are still read)."""
+        if not text.strip():
+            return Curves()
+        try:
+            return read_pasted(kb, text, self._paste_folder())
+        except OSError:
+            return Curves()
 
     def _paste_folder(self) -> Path:
         """A new folder for each read (the reader caches a file by name, size and time)."""
