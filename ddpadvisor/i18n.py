@@ -435,4 +435,33 @@ ZH: dict[str, str] = {
     "result": "结果",
     "no facts": "没有事实",
     " · measured {n}: {facts}": " · 测得 {n} 项：{facts}",
+    # the curves of attached files (tui/curves.py, tui/widgets/curves_plot.py, describe.py)
+    "files or folders you have: train.log trainer_state.json runs/ …": (
+        "你手头的文件或目录：train.log trainer_state.json runs/ …"
+    ),
+    "a good run's log to compare with (optional)": "用来对比的正常运行的日志（可不填）",
+    "Reading your description and files…": "正在读取你的描述和文件…",
+    "{files} ctrl+s attaches them.": "{files}按 ctrl+s 附加这些文件。",
+    "{read} of {named} files read, {lines} loss curves.": (
+        "读取了 {named} 个文件中的 {read} 个，{lines} 条 loss 曲线。"
+    ),
+    "rank {rank}": "rank {rank}",
+    "reference {label}": "对照 {label}",
+    "reference": "对照",
+    "nothing read": "什么也没读到",
+    "{name}: read, no loss curve in it": "{name}：已读取，其中没有 loss 曲线",
+    "loss": "loss",
+    "spike": "尖峰",
+    "NaN or inf": "NaN 或 inf",
+    "too small to draw": "空间太小，画不下",
+    "{label}: {file}, steps {first}-{last}": "{label}：{file}，第 {first}-{last} 步",
+    " · {n} spike(s) at step {steps}": " · 第 {steps} 步有 {n} 个尖峰",
+    " · NaN or inf at {n} steps from step {step}": " · 从第 {step} 步起有 {n} 步为 NaN 或 inf",
+    "A log, config or env dump I have (a file or a folder)…": (
+        "我手头的日志、配置或环境信息（文件或目录）…"
+    ),
+    "metrics.csv or runs/": "metrics.csv 或 runs/",
+    "{path}: no such file or folder": "{path}：文件或目录不存在",
+    "your text": "你贴的文本",
+    "Your text holds a training log: its loss is drawn.": "你贴的文本里有训练日志：已画出它的 loss。",
 }

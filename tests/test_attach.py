@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.files import text as text_mod
 from ddpadvisor.evidence.gather import Sources, gather
 from ddpadvisor.observation import Observation
@@ -401,6 +402,27 @@ def test_lightning_writes_what_the_fixture_holds(engine: Any, tmp_path: Path) ->
     kept = facts(engine, MADE / "lightning_spikes.metrics.csv")
     assert {k: v.value for k, v in fresh.items()} == {k: v.value for k, v in kept.items()}
     assert fresh["loss_pattern"].value == "spikes"
+    # the CSVLogger's version_0 folder attached whole reads the same
+    folder = facts(engine, tmp_path / "spikes" / "version_0")
+    assert {k: v.value for k, v in folder.items()} == {k: v.value for k, v in kept.items()}
+
+
+def test_a_csv_logger_folder_is_read_as_its_metrics_csv(engine: Any, tmp_path: Path) -> None:
+    """lightning_logs/version_N of Lightning's CSVLogger: metrics.csv and hparams.yaml, no
+    event file. Attached whole it reads as its CSV; a folder holding neither is refused."""
+    folder = tmp_path / "lightning_logs" / "version_0"
+    folder.mkdir(parents=True)
+    (folder / "metrics.csv").write_bytes((MADE / "lightning_spikes.metrics.csv").read_bytes())
+    (folder / "hparams.yaml").write_text("lr: 0.05\n")
+    got = facts(engine, folder)
+    assert got["loss_pattern"].value == "spikes"
+    assert got["loss_pattern"].where.startswith("metrics.csv:")
+    assert {k: v.value for k, v in got.items()} == {
+        k: v.value for k, v in facts(engine, MADE / "lightning_spikes.metrics.csv").items()
+    }
+    (folder / "metrics.csv").unlink()
+    with pytest.raises(InputError, match=r"no TensorBoard event file .* and no Lightning"):
+        facts(engine, folder)
 
 
 def test_a_spike_on_one_rank_alone(engine: Any, tmp_path: Path) -> None:

@@ -317,11 +317,14 @@ def session_from_args(args: argparse.Namespace) -> Session:
         session.load("answers", path)
     if args.sets:
         session.add_gathered(Gathered(parse_set(engine.kb, args.sets)), "set", None)
-    for kind, paths in (
-        ("script", args.scripts),
-        ("probe", args.probe_results),
-        ("trace", args.traces),
-    ):
+    for path in args.scripts:
+        session.load("script", path)
+    # the registry's order: the run's own files, then the good run's log compared with them
+    for value in getattr(args, "attach", []):
+        session.attach(value)
+    for value in getattr(args, "reference_logs", []):
+        session.attach(value, reference=True)
+    for kind, paths in (("probe", args.probe_results), ("trace", args.traces)):
         for path in paths:
             session.load(kind, path)
     return session

@@ -7,6 +7,7 @@ engine for a fresh :class:`Diagnosis`; nothing here ranks or scores causes.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from ddpadvisor.engine.diagnose import Engine
 from ddpadvisor.errors import InputError
 from ddpadvisor.evidence.gather import Sources, gather
+from ddpadvisor.evidence.sources import Series
 from ddpadvisor.i18n import Lang, t, text
 from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.kb.values import ValueProblem, parse_value
@@ -52,7 +54,7 @@ def step_of(prompt: Prompt) -> str | None:
 
 @dataclass
 class LoadedSource:
-    kind: str  # answers | script | trace | probe | session
+    kind: str  # answers | script | trace | probe | session | attach | reference
     path: Path
     count: int
 
@@ -71,6 +73,11 @@ class Session:
     warnings: list[str] = field(default_factory=list)
     sources: list[LoadedSource] = field(default_factory=list)
     trace_dirs: list[Path] = field(default_factory=list)
+    attached: list[str] = field(default_factory=list)  # [KIND:]FILE given to the attach source
+    references: list[str] = field(default_factory=list)  # a good run's logs, compared
+    # the series of each attached file as read when it was attached, for the plots:
+    # (name, reference?, series)
+    series: list[tuple[str, bool, Series]] = field(default_factory=list)
     diagnosis: Diagnosis | None = None
     lang: Lang = "en"  # of the diagnosis' text; switching it keeps every answer
     described: set[str] = field(default_factory=set)  # facts whose answer a description gave
@@ -139,6 +146,8 @@ class Session:
         """Load one source; raises InputError (one line) for bad input or a missing reader."""
         if kind == "answers" and path.suffix.lower() == ".json" and _is_saved_session(path):
             return self.load_saved(path)
+        if kind in ("attach", "reference"):
+            return self.attach(path, reference=kind == "reference")
         sources = Sources()
         target = {
             "answers": sources.answers,
@@ -158,6 +167,26 @@ class Session:
                 f"reading {kind} evidence is not available in this build ({exc})"
             ) from None
         return self.add_gathered(got, kind, path)
+
+    def attach(self, path: Path | str, *, reference: bool = False) -> Diagnosis:
+        """A file or folder the user has (``[KIND:]PATH``, as ``--attach`` takes it), or with
+        ``reference`` a good run's log compared with the files attached so far (as
+        ``--reference-log``). Raises InputError (one line) for a file that cannot be read."""
+        from ddpadvisor.evidence.sources import attached_path, by_name
+
+        value = str(path)
+        real = attached_path(value)
+        if not real.exists() and not real.is_symlink():
+            raise InputError("no such file or folder", real)
+        source = by_name("reference" if reference else "attach")
+        got = source.gather(self.engine.kb, [value], Sources(attach=list(self.attached)))
+        (self.references if reference else self.attached).append(value)
+        read = by_name("attach").series
+        # read above (cached): a file that changed since is left out of the plots
+        if read is not None:
+            with contextlib.suppress(InputError):
+                self.series.append((real.name, reference, read(Path(value))))
+        return self.add_gathered(got, source.name, real)
 
     def load_saved(self, path: Path) -> Diagnosis:
         """Restore the evidence of a diagnosis exported as JSON (the ``--json`` document)."""

@@ -140,6 +140,27 @@ def spikes(points: list[Point], half: int, sigma: float) -> list[list[int]]:
     return found
 
 
+def _level(ys: list[float]) -> tuple[int, list[float], float]:
+    """The half-width of the rolling window, the rolling median (the local level) and the
+    robust deviation around it, as every pattern below measures them."""
+    half = max(2, min(50, len(ys) // 25))
+    smooth = _rolling_median(ys, half)
+    return half, smooth, _mad([y - s for y, s in zip(ys, smooth, strict=True)])
+
+
+def spike_peaks(points: list[Point]) -> list[Point]:
+    """The highest point of each spike :func:`loss_pattern` would find among the finite
+    points (for a plot to mark them); none on a curve too short to say."""
+    finite = [p for p in points if math.isfinite(p.value)]
+    if len(finite) < MIN_POINTS:
+        return []
+    half, smooth, sigma = _level([p.value for p in finite])
+    return [
+        finite[max(c, key=lambda i: finite[i].value - smooth[i])]
+        for c in spikes(finite, half, sigma)
+    ]
+
+
 def loss_pattern(curve: Curve) -> Pattern | None:
     """The loss_pattern value the curve shows, or None when it shows none of them (a loss
     that falls steadily) or is too short to say."""
@@ -157,9 +178,7 @@ def loss_pattern(curve: Curve) -> Pattern | None:
         return None
     ys = [p.value for p in points]
     n = len(ys)
-    half = max(2, min(50, n // 25))
-    smooth = _rolling_median(ys, half)
-    sigma = _mad([y - s for y, s in zip(ys, smooth, strict=True)])
+    half, smooth, sigma = _level(ys)
     k = max(3, n // 10)
     first_level = statistics.median(ys[:k])
     last_level = statistics.median(ys[-k:])

@@ -2,7 +2,8 @@
 
 Detection looks at the content, never the name: TensorBoard's TFRecord framing with an
 ``Event`` naming its ``file_version`` first (in an attached folder, event files are found by
-the ``tfevents`` in their names, as TensorBoard finds them), JSON (a ``log_history`` is the
+the ``tfevents`` in their names, as TensorBoard finds them; a folder without any that holds a
+``metrics.csv`` is Lightning's CSVLogger folder, read as that CSV), JSON (a ``log_history`` is the
 Trainer's state; DeepSpeed's keys; TrainingArguments' keys), JSON lines of metrics, YAML
 (accelerate's keys; TrainingArguments' keys), CSV with a step and a loss column, and text: a
 launch command, environment dumps and a training log may share one pasted file, so each is
@@ -39,6 +40,9 @@ KINDS: dict[str, str] = {
 }
 
 
+LOGGER_CSV = "metrics.csv"  # what Lightning's CSVLogger writes in its version_N folder
+
+
 def split_kind(value: str) -> tuple[str | None, Path]:
     """``KIND:FILE`` -> (KIND, FILE) when KIND is one of :data:`KINDS`, else (None, value)."""
     head, sep, rest = value.partition(":")
@@ -62,7 +66,25 @@ def _tensorboard(path: Path) -> bool:
     return "tfevents" in path.name and (not head or b"\x00" in head)
 
 
+def _logger_csv(path: Path) -> Path | None:
+    """The ``metrics.csv`` of a Lightning ``CSVLogger`` folder (``lightning_logs/version_N``)
+    attached as a whole: a folder that holds one and no event file (a ``TensorBoardLogger``
+    folder is read as TensorBoard's)."""
+    if not path.is_dir():
+        return None
+    csv = path / LOGGER_CSV
+    if not csv.is_file():
+        return None
+    from ddpadvisor.evidence.files.tensorboard import find_event_files
+
+    return None if find_event_files(path)[0] else csv
+
+
 def read_attached(path: Path, kind: str | None = None) -> Read:
+    if kind in (None, "csv"):
+        csv = _logger_csv(path)
+        if csv is not None:
+            return read_attached(csv, kind)
     if kind == "tensorboard" or (kind is None and _tensorboard(path)):
         from ddpadvisor.evidence.files import tensorboard
 

@@ -753,8 +753,8 @@ def read(path: Path) -> Read:
         out.warnings.extend(f"{path}: {n}" for n in notes)
         if not found:
             raise InputError(
-                "a folder with no TensorBoard event file (events.out.tfevents.*) in it; "
-                "attach the files in it one by one",
+                "a folder with no TensorBoard event file (events.out.tfevents.*) and no "
+                "Lightning metrics.csv in it; attach the files in it one by one",
                 path,
             )
         files = []

@@ -12,6 +12,8 @@ description first, then an answers file, then ``--set``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ddpadvisor.evidence.sources import (
     answers,
     attach,
@@ -35,7 +37,17 @@ ORDER: tuple[Source, ...] = (
     trace.SOURCE,
 )
 
-__all__ = ["ORDER", "Flag", "RankRow", "Series", "Source", "by_kind", "by_name", "precedence"]
+__all__ = [
+    "ORDER",
+    "Flag",
+    "RankRow",
+    "Series",
+    "Source",
+    "attached_path",
+    "by_kind",
+    "by_name",
+    "precedence",
+]
 
 
 def by_name(name: str) -> Source:
@@ -53,3 +65,10 @@ def by_kind(kind: str) -> Source | None:
 def precedence() -> dict[str, int]:
     """Observation source -> rank, as the sources declare it (the engine's table matches)."""
     return {s.observes: s.precedence for s in ORDER}
+
+
+def attached_path(value: str) -> Path:
+    """The file or folder of a ``[KIND:]PATH`` value given to ``--attach`` (or in the TUI)."""
+    from ddpadvisor.evidence.files.detect import split_kind
+
+    return split_kind(value)[1]

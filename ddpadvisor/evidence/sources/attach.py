@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ddpadvisor.observation import Gathered
 
 _CACHE: dict[tuple[str, str | None, int, int], Read] = {}
+_SERIES: dict[int, tuple[Read, Series]] = {}  # id(read) -> (read, its series): read once
 
 
 def read_one(value: str | Path) -> Read:
@@ -61,18 +62,30 @@ def read(kb: KnowledgeBase, value: str | Path) -> Gathered:
     return read_all(kb, [value], None)
 
 
-def series(path: Path) -> Series:
+def series(path: Path | str) -> Series:
     """The attached log's loss, learning rate and grad norm per rank (no rank: 0), finite
-    values only, for plots."""
+    values only, for plots; the loss's spikes (as the loss pattern finds them) and non-finite
+    values are its marks. Raises InputError (one line) for a file that cannot be read."""
     from ddpadvisor.evidence.files import facts
+    from ddpadvisor.evidence.files.curve import spike_peaks
 
-    out = Series()
     got = read_one(path)
+    hit = _SERIES.get(id(got))
+    if hit is not None and hit[0] is got:  # the same read (the TUI draws, then attaches)
+        return hit[1]
+    out = Series()
+    out.warnings = list(got.warnings)
     main = facts.main_curve(got)
     for curve in got.curves:
         if curve.rank is None and main is not None and curve is not main:
             continue  # another run of a log folder: the plot shows the run that was read
         rank = curve.rank or 0
+        out.per_rank = out.per_rank or curve.rank is not None
+        out.files[rank] = curve.file
+        marks = [(int(p.step), "nan") for p in curve.loss if not math.isfinite(p.value)]
+        marks += [(int(p.step), "spike") for p in spike_peaks(curve.loss)]
+        if marks:
+            out.marks.setdefault("loss", {})[rank] = sorted(marks)
         for name, points in (
             ("loss", curve.loss),
             ("lr", curve.lr),
@@ -81,6 +94,9 @@ def series(path: Path) -> Series:
             kept = [(int(p.step), p.value) for p in points if math.isfinite(p.value)]
             if kept:
                 out.series.setdefault(name, {})[rank] = kept
+    if len(_SERIES) > 64:
+        _SERIES.clear()
+    _SERIES[id(got)] = (got, out)
     return out
 
 

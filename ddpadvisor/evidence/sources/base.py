@@ -44,6 +44,11 @@ class Series:
 
     series: dict[str, dict[int, list[tuple[int, float]]]] = field(default_factory=dict)
     skipped_lines: int = 0
+    # what a reader detected on a series: name -> rank -> [(step, "spike" | "nan")]
+    marks: dict[str, dict[int, list[tuple[int, str]]]] = field(default_factory=dict)
+    files: dict[int, str] = field(default_factory=dict)  # rank -> the file its series came from
+    per_rank: bool = False  # the ranks were read from the files (else one run, called rank 0)
+    warnings: list[str] = field(default_factory=list)  # the reader's, one line each
 
     def ranks(self) -> list[int]:
         return sorted({r for by_rank in self.series.values() for r in by_rank})

@@ -1,33 +1,44 @@
 """Describe the problem: the user's own words (or a pasted forum post) read for facts.
 
-Two steps in one dialog: type or paste the text and press ctrl+r to read it (in a worker, with
-an indicator: the first read builds the KB's indexes); then every fact found is listed with
-the phrase it came from, and below them the causes the text reads like with the words they
-share, all ticked. The list scrolls, so every line can be reached with the arrow keys and
-unticked with space; ctrl+s uses the ticked lines, the facts as answers the history can still
-change. A second description adds to the first: its facts join the earlier ones (a fact read
-again shows the value it replaces), and the causes both read like are kept.
+Two steps in one dialog: type or paste the text, name the files you have (a training log,
+trainer_state.json, a metrics CSV, a TensorBoard or ``lightning_logs/version_N`` folder, a
+config or an environment dump, as ``--attach`` takes them) and, to compare with, a good run's
+log, then press ctrl+r to read them (in a worker, with an indicator: the first read builds the
+KB's indexes). The loss curves the files (and a log pasted in the text) hold are drawn first:
+one line per rank (or file), the reference run beside them, the spikes and NaN/inf values the
+readers detected marked, and each line's file and steps under the plot; a file that cannot be
+read is one line. Then every fact found is listed with the phrase it came from, and below them
+the causes the text reads like with the words they share, all ticked. The list scrolls, so
+every line can be reached with the arrow keys and unticked with space; ctrl+s uses the ticked
+lines, the facts as answers the history can still change, and attaches the files that were
+read as ``--attach`` and ``--reference-log`` do. A second description adds to the first: its
+facts join the earlier ones (a fact read again shows the value it replaces), and the causes
+both read like are kept.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Footer, LoadingIndicator, SelectionList, Static, TextArea
+from textual.widgets import Footer, Input, LoadingIndicator, SelectionList, Static, TextArea
 
 from ddpadvisor.evidence.intake import Finding, described, extract
 from ddpadvisor.i18n import t
 from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.resemblance import Resemblance
 from ddpadvisor.observation import Observation
+from ddpadvisor.terminal import shown
 from ddpadvisor.tui.controller import Controller
+from ddpadvisor.tui.curves import Curves, joined, read_curves, read_pasted
 from ddpadvisor.tui.session import show_value
+from ddpadvisor.tui.widgets.curves_plot import CurvesView
 from ddpadvisor.tui.widgets.paragraph import Paragraph
 
 INTRO = (
@@ -52,6 +63,8 @@ def finding_label(f: Finding, earlier: Observation | None = None) -> Content:
     )
 
 
+FILES_HINT = "files or folders you have: train.log trainer_state.json runs/ …"
+REFERENCE_HINT = "a good run's log to compare with (optional)"
 SHOWN_RESEMBLANCE = 3  # causes the text reads like, offered below its facts
 DIALOG_HEIGHT = 0.9  # a dialog's max-height (.dialog in app.tcss)
 
@@ -69,6 +82,26 @@ def read_text(kb: KnowledgeBase, text: str) -> tuple[list[Finding], list[Resembl
     return extract(kb, text), described(kb, [text])[:SHOWN_RESEMBLANCE]
 
 
+def paths_in(typed: str) -> list[str]:
+    """The ``[KIND:]PATH`` values typed or pasted in a files field: separated by spaces,
+    quoted or backslash-escaped where a name holds one (as a terminal pastes a dropped file);
+    ``~`` is the home folder."""
+    import shlex
+
+    try:
+        words = shlex.split(typed)
+    except ValueError:  # an unbalanced quote: take the words as they are
+        words = typed.split()
+    out = []
+    for word in words:
+        kind, sep, rest = word.partition(":")
+        if sep and rest and kind.isalpha() and len(kind) > 1:  # KIND:PATH (never C:\...)
+            out.append(f"{kind}:{Path(rest).expanduser()}")
+        else:
+            out.append(str(Path(word).expanduser()))
+    return out
+
+
 class DescribeScreen(ModalScreen[int | None]):
     """Dismisses with the number of confirmed facts, or None when cancelled."""
 
@@ -84,14 +117,20 @@ class DescribeScreen(ModalScreen[int | None]):
         self.initial = text
         self.findings: list[Finding] = []
         self.resemblance: list[Resemblance] = []
+        self.curves = Curves()
         self.reading = False
+        self.pasted: Path | None = None  # a private folder for a log pasted in the text
+        self.reads = 0
 
     def compose(self) -> ComposeResult:
         with Vertical(id="describe-box", classes="panel dialog"):
             yield Paragraph(t(INTRO), id="describe-intro")  # Chinese wraps by cells
             yield TextArea(self.initial, id="describe-text", soft_wrap=True)
+            yield Input(placeholder=t(FILES_HINT), id="describe-files", compact=True)
+            yield Input(placeholder=t(REFERENCE_HINT), id="describe-reference", compact=True)
             yield Static("", id="describe-status")
             yield LoadingIndicator(id="describe-reading")
+            yield CurvesView(id="describe-curves")
             yield SelectionList[int](id="describe-found")
         yield Footer(compact=True, show_command_palette=False)
 
@@ -106,6 +145,7 @@ class DescribeScreen(ModalScreen[int | None]):
             )
         self.query_one("#describe-found", SelectionList).display = False
         self.query_one("#describe-reading").display = False
+        self.query_one("#describe-curves").display = False
         text = self.query_one("#describe-text", TextArea)
         text.cursor_blink = False
         text.focus()
@@ -115,24 +155,70 @@ class DescribeScreen(ModalScreen[int | None]):
         return self.controller.session.described_answers()
 
     # -- reading ----------------------------------------------------------------------------
+    def files(self) -> tuple[list[str], list[str]]:
+        """The files typed in the two fields: the run's own, and the reference run's."""
+        return (
+            paths_in(self.query_one("#describe-files", Input).value),
+            paths_in(self.query_one("#describe-reference", Input).value),
+        )
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_read()
+
     def action_read(self) -> None:
         if self.reading:
             return
         text = self.query_one("#describe-text", TextArea).text
+        attach, reference = self.files()
         self.reading = True
-        self.query_one("#describe-status", Static).update(t("Reading your description…"))
+        self.query_one("#describe-status", Static).update(
+            t("Reading your description and files…")
+            if attach or reference
+            else t("Reading your description…")
+        )
         self.query_one("#describe-reading").display = True
         self.query_one("#describe-found", SelectionList).display = False
-        self._read(text)
+        self.query_one("#describe-curves").display = False
+        self._read(text, attach, reference)
 
     @work(thread=True, exclusive=True, group="describe-read", exit_on_error=False)
-    def _read(self, text: str) -> None:
+    def _read(self, text: str, attach: list[str], reference: list[str]) -> None:
+        kb = self.controller.session.engine.kb
         try:
-            findings, resemblance = read_text(self.controller.session.engine.kb, text)
+            curves = read_curves(kb, attach, reference)
+            pasted = self._pasted_log(kb, text)
+            findings, resemblance = read_text(kb, text) if text.strip() else ([], [])
         except Exception as exc:  # a reader bug must not take the session down
             self.app.call_from_thread(self._failed, str(exc))
             return
-        self.app.call_from_thread(self._show, findings, resemblance)
+        self.app.call_from_thread(self._show, findings, resemblance, curves, pasted)
+
+    def _pasted_log(self, kb: KnowledgeBase, text: str) -> Curves:
+        """The curve of a log pasted in the text; none when there is none, or when its
+        private copy cannot be written (the words are still read)."""
+        if not text.strip():
+            return Curves()
+        try:
+            return read_pasted(kb, text, self._paste_folder())
+        except OSError:
+            return Curves()
+
+    def _paste_folder(self) -> Path:
+        """A new folder for each read (the reader caches a file by name, size and time)."""
+        import tempfile
+
+        if self.pasted is None:
+            self.pasted = Path(tempfile.mkdtemp(prefix="ddpadvisor-pasted-"))
+        self.reads += 1
+        return self.pasted / str(self.reads)
+
+    def on_unmount(self) -> None:
+        if self.pasted is not None:  # its facts were read when attached: the copy goes
+            import shutil
+
+            shutil.rmtree(self.pasted, ignore_errors=True)
 
     def _failed(self, problem: str) -> None:
         self.reading = False
@@ -140,22 +226,40 @@ class DescribeScreen(ModalScreen[int | None]):
             return
         self.query_one("#describe-reading").display = False
         self.query_one("#describe-status", Static).update(
-            Content(t("Could not read it: {problem}", problem=problem))
+            Content(t("Could not read it: {problem}", problem=shown(problem, one_line=True)))
         )
 
-    def _show(self, findings: list[Finding], resemblance: list[Resemblance]) -> None:
+    def _show(
+        self,
+        findings: list[Finding],
+        resemblance: list[Resemblance],
+        curves: Curves | None = None,
+        pasted: Curves | None = None,
+    ) -> None:
         self.reading = False
         if not self.is_attached:  # closed while it was reading: nothing to show
             return
         self.findings, self.resemblance = findings, resemblance
+        files, pasted = curves or Curves(), pasted or Curves()
+        self.curves = joined(pasted, files)
         self.query_one("#describe-reading").display = False
+        view = self.query_one("#describe-curves", CurvesView)
+        view.show(self.curves)
         found = self.query_one("#describe-found", SelectionList)
         found.clear_options()
         status = self.query_one("#describe-status", Static)
+        said = self._files_status(files, pasted)
         if not self.findings and not self.resemblance:
-            status.update(t("Nothing recognised. Add details, or Esc to answer questions instead."))
             found.display = False
+            if self.curves.readable:
+                self.query_one("#describe-box").add_class("-read")
+                status.update(t("{files} ctrl+s attaches them.", files=said))
+                self.call_after_refresh(self._fit_list)
+                view.focus()
+                return
+            status.update(t("Nothing recognised. Add details, or Esc to answer questions instead."))
             self.query_one("#describe-box").remove_class("-read")
+            self.call_after_refresh(self._fit_list)
             return
         n = len(self.findings)
         earlier = self.earlier()
@@ -174,9 +278,29 @@ class DescribeScreen(ModalScreen[int | None]):
                 "Found {n} facts. Untick any that are wrong (space), then ctrl+s to use the rest.",
                 n=len(self.findings),
             )
+            + (f" {said}" if said else "")
         )
         found.highlighted = 0
         found.focus()
+
+    @staticmethod
+    def _files_status(files: Curves, pasted: Curves) -> str:
+        """How many of the named files were read and the curves they hold, and whether the
+        text holds a log ("" for neither)."""
+        said = []
+        named = len(files.readable) + len(files.problems)
+        if named:
+            said.append(
+                t(
+                    "{read} of {named} files read, {lines} loss curves.",
+                    read=len(files.readable),
+                    named=named,
+                    lines=len(files.lines),
+                )
+            )
+        if pasted.lines:
+            said.append(t("Your text holds a training log: its loss is drawn."))
+        return " ".join(said)
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._fit_list)
@@ -185,13 +309,24 @@ class DescribeScreen(ModalScreen[int | None]):
         """The list's height: what the dialog (at most 90% of the screen) leaves it, so that it
         scrolls inside the dialog instead of running past the dialog's edge."""
         found = self.query_one("#describe-found", SelectionList)
+        view = self.query_one("#describe-curves", CurvesView)
         box = self.query_one("#describe-box")
-        room = int(self.size.height * DIALOG_HEIGHT) - box.styles.gutter.height
+        # the dialog's max-height is a share of what the footer leaves of the screen
+        footer = self.query_one(Footer).outer_size.height
+        room = int((self.size.height - footer) * DIALOG_HEIGHT) - box.styles.gutter.height
         for child in box.children:
-            if child is not found and child.display:
+            if child not in (found, view) and child.display:
                 room -= child.outer_size.height + max(
                     child.styles.margin.top, child.styles.margin.bottom
                 )
+        if view.display:
+            # the curves first, as tall as they need when the list still keeps 3 lines, else
+            # they scroll in their box (never under 6 lines: the legend and a plot)
+            need = view.virtual_size.height or view.needed()
+            rest = 3 if found.display else 0
+            height = max(6, min(need, room - rest))
+            view.styles.height = height
+            room -= height
         found.styles.max_height = max(3, room)
 
     # -- confirming -------------------------------------------------------------------------
@@ -208,11 +343,17 @@ class DescribeScreen(ModalScreen[int | None]):
         if self.reading:
             self.notify(t("Still reading your description…"), timeout=2)
             return
-        if not self.findings and not self.resemblance:
+        if not self.findings and not self.resemblance and not self.curves.readable:
             self.action_read()
             return
         chosen = self.confirmed()
-        self.controller.describe(chosen, self.confirmed_resemblance())
+        if self.findings or self.resemblance:
+            self.controller.describe(chosen, self.confirmed_resemblance())
+        for value, reference in self.curves.readable:
+            kind = "reference" if reference else "attach"
+            problem = self.controller.load_evidence(kind, Path(value))
+            if problem:  # changed since it was read: said, and the rest still loaded
+                self.notify(shown(problem, one_line=True), severity="error", timeout=6)
         self.dismiss(len(chosen))
 
     def action_close(self) -> None:

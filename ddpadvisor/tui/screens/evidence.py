@@ -15,8 +15,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList
 from textual.widgets.option_list import Option
 
+from ddpadvisor.evidence.sources import attached_path
 from ddpadvisor.i18n import t
+from ddpadvisor.terminal import shown
 from ddpadvisor.tui.controller import Controller
+from ddpadvisor.tui.screens.describe import paths_in
 from ddpadvisor.tui.widgets.error_line import ErrorLine
 from ddpadvisor.tui.widgets.paragraph import Paragraph
 
@@ -25,7 +28,7 @@ from ddpadvisor.tui.widgets.paragraph import Paragraph
 class Choice:
     id: str
     label: str
-    needs: str | None  # "file" | "folder" | None
+    needs: str | None  # "file" | "folder" | "path" (either) | None
     placeholder: str = ""
 
 
@@ -38,6 +41,12 @@ CHOICES = (
     Choice("answers", "An answers file or a saved session (.yaml/.json)…", "file", "answers.yaml"),
     Choice("run-probes", "Run the probes now, on this machine", None),
     Choice("run-trace", "Trace my training script now…", "file", "path/to/train.py"),
+    Choice(
+        "attach",
+        "A log, config or env dump I have (a file or a folder)…",
+        "path",
+        "metrics.csv or runs/",
+    ),
 )
 
 
@@ -105,7 +114,7 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
         entry.display = True
         entry.placeholder = t(
             "{placeholder}  (Enter to {verb}, Esc to go back)",
-            placeholder=choice.placeholder,
+            placeholder=t(choice.placeholder),
             verb=_verb(choice),
         )
         entry.focus()
@@ -120,11 +129,17 @@ class EvidenceScreen(ModalScreen[EvidenceResult | None]):
             self._error(t("Type a path first."))
             return
         path = Path(text).expanduser()
+        if self.choice.needs == "path":  # [KIND:]PATH, as --attach takes it
+            value = (paths_in(text) or [text])[0]
+            path = Path(value)
+            if not attached_path(value).exists():
+                self._error(t("{path}: no such file or folder", path=shown(text, one_line=True)))
+                return
         if self.choice.needs == "folder" and not path.is_dir():
-            self._error(t("{path}: not a folder", path=text))
+            self._error(t("{path}: not a folder", path=shown(text, one_line=True)))
             return
         if self.choice.needs == "file" and not path.is_file():
-            self._error(t("{path}: no such file", path=text))
+            self._error(t("{path}: no such file", path=shown(text, one_line=True)))
             return
         if self.choice.id == "run-trace":
             self.dismiss(EvidenceResult("run-trace", path))

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from ddpadvisor.i18n import t
 from ddpadvisor.tui.controller import Controller
+from ddpadvisor.tui.curves import of_session
 from ddpadvisor.tui.messages import CauseHighlighted, ExportWanted
 from ddpadvisor.tui.screens.diagnose import ROOMY_HEIGHT, ROOMY_WIDTH
 from ddpadvisor.tui.session import show_value
@@ -90,7 +91,7 @@ class ResultsScreen(Screen[None]):
         ranking.show(diagnosis)
         self._detail(ranking.selected_cause)
         self.query_one(ClaimsPanel).show(diagnosis.claims)
-        self.query_one(PlotsPanel).show(session.trace_dirs)
+        self.query_one(PlotsPanel).show(session.trace_dirs, of_session(session.series))
         table: DataTable[Any] = self.query_one("#facts-table", DataTable)
         table.clear(columns=True)
         table.add_columns(*(t(c) for c in ("fact", "value", "source", "where", "overrode")))

@@ -12,7 +12,9 @@ from textual.content import Content
 from textual.widgets import Static
 
 from ddpadvisor.i18n import t
+from ddpadvisor.tui.curves import Curves
 from ddpadvisor.tui.trace_series import read_series
+from ddpadvisor.tui.widgets.curves_plot import CurvesView
 from ddpadvisor.tui.widgets.rank_plot import RankPlot
 
 PLOTS = (("loss", "loss per rank"), ("scale", "GradScaler scale"), ("grad_norm", "grad norm"))
@@ -27,6 +29,7 @@ class PlotsPanel(VerticalScroll):
         self.folder: Path | None = None
 
     def compose(self) -> ComposeResult:
+        yield CurvesView(id="plots-attached")
         yield Static(id="plots-note", classes="muted")
         for name, title in PLOTS:
             yield RankPlot(t(title), id=f"plot-{name}")
@@ -45,8 +48,10 @@ class PlotsPanel(VerticalScroll):
         for plot in shown:
             plot.styles.height = each
 
-    def show(self, trace_dirs: list[Path]) -> None:
+    def show(self, trace_dirs: list[Path], attached: Curves | None = None) -> None:
+        """The trace's per-rank plots, below the loss of the attached files (if any)."""
         self.border_title = t("Per-rank plots")
+        self.query_one("#plots-attached", CurvesView).show(attached or Curves())
         for name, title in PLOTS:
             self.query_one(f"#plot-{name}", RankPlot).set_title(t(title))
         note = self.query_one("#plots-note", Static)
