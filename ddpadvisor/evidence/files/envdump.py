@@ -1,6 +1,7 @@
 """Environment dumps: ``python -m torch.utils.collect_env``, ``pip list`` / ``pip freeze``,
 ``nvidia-smi`` (and ``-L``, ``-q``), ``accelerate env``, and ``NCCL_*=`` assignments
-(``env | grep NCCL``). They settle the torch version, the GPU model and NCCL overrides.
+(``env | grep NCCL``), ``transformers-cli env``. They settle the torch version, the GPU model,
+NCCL overrides, and installed versions with a known defect (``versions.DEFECTS``).
 
 The GPUs a machine shows bound the world size from above (a job may use fewer, or several
 machines): the count is said in a warning, never stated as the world size.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from ddpadvisor.evidence.files import versions
 from ddpadvisor.evidence.files.found import Read
 from ddpadvisor.evidence.files.text import Text
 
@@ -42,6 +44,8 @@ def markers(text: str) -> list[str]:
         found.append("nvidia-smi")
     if "`Accelerate` version" in text or "- `Accelerate` default config" in text:
         found.append("accelerate-env")
+    if "- `transformers` version:" in text:
+        found.append("transformers-env")
     if (
         re.search(r"^Package\s+Version\s*$", text, re.M)
         or len(re.findall(r"^[A-Za-z0-9_.-]+==\S+$", text, re.M)) >= 5
@@ -92,6 +96,7 @@ def environment(doc: Text) -> Read:
             f"{doc.name}: the machine shows {len(gpus)} GPU(s): an upper bound on the GPUs a job "
             "there uses, not its world size (a job may use fewer, or several machines)"
         )
+    out.extend(versions.defects(doc))
     nccl = [(m.group(1), m.group(2), _line(t, m.start())) for m in _NCCL.finditer(t)]
     nccl = [(k, v, ln) for k, v, ln in nccl if v and v.lower() not in ("unset", "none", "")]
     if nccl:
