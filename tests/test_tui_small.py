@@ -152,12 +152,17 @@ def test_a_value_out_of_range_is_refused_in_one_line() -> None:
         ("nonfinite_grad_steps", [0], [-1]),
     ],
 )
-def test_number_ranges(fact: str, good: list[float], bad: list[float]) -> None:
+def test_number_ranges(engine: Engine, fact: str, good: list[float], bad: list[float]) -> None:
+    # the ranges are the KB's own (min / max / exclusive_*), typed or given as text
+    kb_fact = engine.kb.facts[fact]
     for value in good:
-        check_range(fact, value)
+        check_range(kb_fact, value)
+        check_range(kb_fact, str(value))
     for value in bad:
         with pytest.raises(ValueProblem, match=fact):
-            check_range(fact, value)
+            check_range(kb_fact, value)
+        with pytest.raises(ValueProblem, match=fact):
+            check_range(kb_fact, str(value))
 
 
 # -- a long question keeps its choices on screen ------------------------------------------------

@@ -18,6 +18,7 @@ from ddpadvisor.evidence.gather import Sources, gather
 from ddpadvisor.evidence.sources import Series
 from ddpadvisor.i18n import Lang, t, text
 from ddpadvisor.kb.resemblance import Resemblance
+from ddpadvisor.kb.schema import Fact
 from ddpadvisor.kb.values import ValueProblem, parse_value
 from ddpadvisor.observation import Gathered, Observation
 from ddpadvisor.report.models import Diagnosis, QuestionOut
@@ -42,6 +43,7 @@ class Prompt:
     current: Any = None  # the answer given before, when editing
     editing: bool = False
     declined: bool = False  # "don't know" was the answer given before, when editing
+    limits: str = ""  # a number fact's range as the entry's hint shows it (">= 1")
 
 
 def step_of(prompt: Prompt) -> str | None:
@@ -243,8 +245,8 @@ class Session:
         fact = self.engine.kb.facts.get(fact_id)
         if fact is None:
             raise ValueProblem(f"unknown fact {fact_id!r}")
+        check_range(fact, raw)
         value = parse_value(fact, raw)
-        check_range(fact_id, value)
         if fact_id not in self.asked:
             self.asked.append(fact_id)
         self.described.discard(fact_id)
@@ -317,7 +319,11 @@ class Session:
     def next_prompt(self) -> Prompt | None:
         """The engine's best next question among those not answered or declined."""
         question = self.next_question()
-        return _prompt_from_question(question) if question else None
+        if question is None:
+            return None
+        fact = self.engine.kb.facts.get(question.fact)
+        limits = range_text(fact) if fact is not None else ""
+        return _prompt_from_question(question, limits)
 
     def next_question(self) -> QuestionOut | None:
         observed = {f.fact for f in self.current.facts}
@@ -339,6 +345,7 @@ class Session:
             current=obs.value if obs else None,
             editing=True,
             declined=fact_id in self.declined,
+            limits=range_text(fact),
         )
 
     # -- export -----------------------------------------------------------------------------
@@ -358,67 +365,64 @@ class Session:
         return path
 
 
-# The values a number fact can take in a real job; a typed value outside is refused with one
-# line. (The KB's facts declare a type and bins but no range; until they do, the TUI keeps it.)
-# (low, high, low is included): None leaves that side open.
-VALUE_RANGES: dict[str, tuple[float | None, float | None, bool]] = {
-    "grad_accum_steps": (1, None, True),
-    "per_gpu_batch_size": (1, None, True),
-    "world_size": (1, None, True),
-    "warmup_steps": (0, None, True),
-    "params_not_in_reducer": (0, None, True),
-    "optimizer_steps_without_sync": (0, None, True),
-    "nonfinite_grad_steps": (0, None, True),
-    "global_batch_ratio": (0, None, False),
-    "scheduler_steps_per_optimizer_step": (0, None, True),
-    "synced_backwards_per_optimizer_step": (0, None, True),
-    "synced_grad_norm_ratio": (0, None, True),
-    "token_count_imbalance": (1, None, True),
-    "adam_beta2": (0, 1, True),  # below 1: beta2 = 1 never forgets
-}
+def value_range(fact: Fact) -> tuple[float | None, float | None, bool, bool]:
+    """A number fact's range as the KB declares it: (low, high, low included, high included);
+    None leaves that side open."""
+    low, low_in = (fact.min, True) if fact.min is not None else (fact.exclusive_min, False)
+    high, high_in = (fact.max, True) if fact.max is not None else (fact.exclusive_max, False)
+    return low, high, low_in, high_in
 
 
-def value_range(fact_id: str, type_: str) -> tuple[float | None, float | None, bool]:
-    """The range of a number fact: its entry above, else a count's (>= 0) for an int."""
-    return VALUE_RANGES.get(fact_id, (0, None, True) if type_ == "int" else (None, None, True))
-
-
-def range_text(fact_id: str, type_: str) -> str:
+def range_text(fact: Fact) -> str:
     """The range as the question's hint shows it (">= 1", "0 <= x < 1"), "" when open."""
-    low, high, closed = value_range(fact_id, type_)
-    if low is None and high is None:
+    if fact.type not in ("int", "float"):
         return ""
-    shown = [
-        format_value(int(x) if float(x).is_integer() else x) for x in (low, high) if x is not None
-    ]
+    low, high, low_in, high_in = value_range(fact)
+
+    def shown(x: float) -> str:
+        return format_value(int(x) if float(x).is_integer() else x)
+
     if low is not None and high is not None:
-        return f"{shown[0]} {'<=' if closed else '<'} x < {shown[1]}"
+        return f"{shown(low)} {'<=' if low_in else '<'} x {'<=' if high_in else '<'} {shown(high)}"
     if low is not None:
-        return f"{'>=' if closed else '>'} {shown[0]}"
-    return f"< {shown[0]}"
+        return f"{'>=' if low_in else '>'} {shown(low)}"
+    if high is not None:
+        return f"{'<=' if high_in else '<'} {shown(high)}"
+    return ""
 
 
-def check_range(fact_id: str, value: object) -> None:
-    """Raise ValueProblem (one line, in the current language) for a number out of range."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+def check_range(fact: Fact, raw: object) -> None:
+    """Raise ValueProblem (one line, in the current language) for a number outside the fact's
+    range; anything that is not a number is left to ``parse_value``."""
+    if fact.type not in ("int", "float") or isinstance(raw, bool):
         return
-    type_ = "int" if isinstance(value, int) else "float"
-    low, high, closed = value_range(fact_id, type_)
-    ok = (low is None or (value >= low if closed else value > low)) and (
-        high is None or value < high
+    value: object = raw
+    if isinstance(raw, str):
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            try:
+                value = float(raw.strip())
+            except ValueError:
+                return
+    if not isinstance(value, int | float) or value != value:
+        return
+    low, high, low_in, high_in = value_range(fact)
+    ok = (low is None or (value >= low if low_in else value > low)) and (
+        high is None or (value <= high if high_in else value < high)
     )
     if not ok:
         raise ValueProblem(
             t(
                 "{fact} must be {range}, got {value}",
-                fact=fact_id,
-                range=range_text(fact_id, type_),
+                fact=fact.id,
+                range=range_text(fact),
                 value=format_value(value),
             )
         )
 
 
-def _prompt_from_question(q: QuestionOut) -> Prompt:
+def _prompt_from_question(q: QuestionOut, limits: str = "") -> Prompt:
     return Prompt(
         fact=q.fact,
         question=q.question,
@@ -428,6 +432,7 @@ def _prompt_from_question(q: QuestionOut) -> Prompt:
         how=q.how,
         probe=q.probe,
         expected_gain=q.expected_gain,
+        limits=limits,
     )
 
 

@@ -22,7 +22,7 @@ from textual.widgets.option_list import Option
 from ddpadvisor.i18n import t
 from ddpadvisor.kb.values import ValueProblem
 from ddpadvisor.tui.messages import AnswerChosen, QuestionSkipped, RunAsked
-from ddpadvisor.tui.session import Prompt, format_value, range_text, step_of
+from ddpadvisor.tui.session import Prompt, format_value, step_of
 from ddpadvisor.tui.widgets.error_line import ErrorLine
 from ddpadvisor.tui.widgets.paragraph import Paragraph
 
@@ -151,7 +151,7 @@ class QuestionPanel(Vertical):
             entry.kind = prompt.type
             entry.value = "" if prompt.current is None else format_value(prompt.current)
             kind = t({"int": "a whole number", "float": "a number"}.get(prompt.type, "text"))
-            limits = range_text(prompt.fact, prompt.type) if prompt.type in NUMBER_CHARS else ""
+            limits = prompt.limits if prompt.type in NUMBER_CHARS else ""
             entry.placeholder = t(
                 "{kind}{range} · Enter answers · Esc leaves the field",
                 kind=kind,
