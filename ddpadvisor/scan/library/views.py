@@ -126,6 +126,7 @@ class FrameworkView:
     """A framework's answers; the base answers :data:`SCRIPT` to everything."""
 
     name = ""
+    where = ""  # the line that builds the framework's object
     # The framework runs the training loop (calls the forward, backward, step) itself.
     drives_loop = False
 
@@ -217,6 +218,19 @@ class FrameworkView:
         return SCRIPT
 
     def warmup(self) -> Warmup | Script:
+        return SCRIPT
+
+    def rank_conditional_resume(self) -> Said | Script:
+        """``rank_conditional_state_change`` as the framework loads checkpoints."""
+        return SCRIPT
+
+    def adapters_before_wrap(self) -> Said | Script:
+        """``module_created_after_wrap`` as the framework wraps the model."""
+        return SCRIPT
+
+    def trained_models(self) -> list[Obj] | Script:
+        """The models the framework trains, where the script hands them to it (the walk saw
+        no DDP wrap of them)."""
         return SCRIPT
 
     def learning_rate(self) -> tuple[Val, str, str] | Script | None:
@@ -520,6 +534,38 @@ class HFTrainerView(FrameworkView):
             steps = Answer(0, where, "TrainingArguments without warmup")
         per_step = Answer(1.0, where, "HF Trainer steps the scheduler with the optimizer")
         return Warmup(steps, per_step)
+
+    def trained_models(self) -> list[Obj]:
+        """The ``model=`` handed to the Trainer."""
+        tr = self.trainer
+        m = self.obj(tr.kwargs.get("model")) if tr else None
+        return [m] if m is not None else []
+
+    def rank_conditional_resume(self) -> Said:
+        for e in self.a.calls("train"):
+            if e.recv is None or e.recv.kind != V.TRAINER:
+                continue
+            ckpt = e.kw("resume_from_checkpoint", 0)
+            if ckpt is not None and V.RANK in ckpt.taint:
+                return Answer(
+                    True,
+                    e.where,
+                    f"resume_from_checkpoint differs between ranks ({e.where}): some ranks "
+                    "resume the checkpoint's weights and optimizer state, the others start "
+                    "fresh",
+                )
+        return Answer(False, "", "HF Trainer loads checkpoints on every rank")
+
+    def adapters_before_wrap(self) -> Said:
+        tr = self.trainer
+        peft_after = [
+            o
+            for o in self.a.objects.values()
+            if o.extra.get("peft") and tr is not None and o.extra["peft"] > tr.seq
+        ]
+        if peft_after:
+            return None
+        return Answer(False, self.where, "the Trainer wraps the model after the adapters exist")
 
     def learning_rate(self) -> tuple[Val, str, str] | None:
         val, where = self.arg("learning_rate", flow=True)

@@ -27,7 +27,6 @@ from ddpadvisor.scan.library.views import (
     Answer,
     FrameworkView,
     HFTrainerView,
-    LightningView,
     Open,
     Said,
     Script,
@@ -126,9 +125,9 @@ class RuleContext:
     # ------------------------------------------------------------------ plumbing
     def emit(self, fact: str, value: Value, where: str, detail: str) -> None:
         self._check_declared(fact)
-        if not where and self.hf:
-            tr = self.trainer()
-            where = tr.where if tr is not None else ""
+        fw = self.framework
+        if not where and isinstance(fw, HFTrainerView):
+            where = fw.where  # the HF Trainer's line for what the framework does
         self.findings.append(Finding(fact, value, where or self.label, detail))
 
     def cli_default(self, fact: str, value: Value, where: str) -> None:
@@ -179,30 +178,6 @@ class RuleContext:
     @property
     def acc(self) -> bool:
         return isinstance(self.framework, AccelerateView)
-
-    @property
-    def pl(self) -> bool:
-        return isinstance(self.framework, LightningView)
-
-    def pl_trainer(self) -> Obj | None:
-        return views.lightning_trainer(self.a)
-
-    def trainer(self) -> Obj | None:
-        """The HF Trainer, when the job runs one."""
-        fw = self.framework
-        return fw.trainer if isinstance(fw, HFTrainerView) else None
-
-    def trainer_model(self) -> Val | None:
-        fw = self.framework
-        return fw.model() if isinstance(fw, HFTrainerView) else None
-
-    def hf_arg(self, name: str, *, flow: bool = False) -> tuple[Val | None, str]:
-        fw = self.framework
-        return fw.arg(name, flow=flow) if isinstance(fw, HFTrainerView) else (None, "")
-
-    def pl_arg(self, name: str, default: object) -> tuple[Val | None, str]:
-        fw = self.framework
-        return fw.arg(name) if isinstance(fw, LightningView) else (None, "")
 
     def training_loader(self) -> Obj | None:
         """The DataLoader the training loop reads (Analysis.training_loaders: the loop

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text
-from ddpadvisor.scan.library.views import SCRIPT
+from ddpadvisor.scan.library.views import SCRIPT, lightning_trainer
 from ddpadvisor.scan.rules.base import RuleContext
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 
@@ -33,7 +33,7 @@ def loop_kind(rc: RuleContext) -> None:
         or (e.recv is not None and e.recv.kind is None and "trainer" in recv_text(e).lower())
     ]
     if fits:
-        tr = rc.pl_trainer() if rc.pl else None
+        tr = lightning_trainer(a)
         if tr is None or "hooks" not in tr.extra:
             # the LightningModule's class is not in view (an excerpt, a module not read):
             # under manual optimization its training_step would be the user's own loop
