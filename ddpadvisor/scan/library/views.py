@@ -677,13 +677,7 @@ class LightningView(FrameworkView):
 
     def accumulation(self) -> Accumulation | Script:
         if self.manual:
-            return SCRIPT  # read as a hand-written loop's
-        if self.trainer is None:
-            return Accumulation(
-                loss_divided=Open(
-                    f"{self.label}: Lightning manual optimization: the module's own loop decides"
-                )
-            )
+            return SCRIPT  # training_step's own backward and step: read as a hand-written loop
         k, where = self.accumulate_grad_batches()
         if k is None:
             return Accumulation()
