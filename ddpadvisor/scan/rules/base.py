@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
@@ -20,7 +21,16 @@ from ddpadvisor.scan.analysis import Accum, Analysis, eval_at, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
 from ddpadvisor.scan.evaluate import free_names
 from ddpadvisor.scan.interp import ClassInfo, WalkResult
-from ddpadvisor.scan.library.common import TRAINING_ARGS
+from ddpadvisor.scan.library import views
+from ddpadvisor.scan.library.views import (
+    AccelerateView,
+    Answer,
+    FrameworkView,
+    HFTrainerView,
+    Open,
+    Said,
+    Script,
+)
 from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj, Val
 
@@ -115,9 +125,9 @@ class RuleContext:
     # ------------------------------------------------------------------ plumbing
     def emit(self, fact: str, value: Value, where: str, detail: str) -> None:
         self._check_declared(fact)
-        if not where and self.hf:
-            tr = self.trainer()
-            where = tr.where if tr is not None else ""
+        fw = self.framework
+        if not where and isinstance(fw, HFTrainerView):
+            where = fw.where  # the HF Trainer's line for what the framework does
         self.findings.append(Finding(fact, value, where or self.label, detail))
 
     def cli_default(self, fact: str, value: Value, where: str) -> None:
@@ -147,77 +157,27 @@ class RuleContext:
             return None
         return self.walk.objects.get(val.ref)
 
+    @cached_property
+    def framework(self) -> FrameworkView | None:
+        """The view of the framework that drives the job (library/views.py), built once;
+        None for a hand-written loop."""
+        return views.build(self.a)
+
+    def say(self, fact: str, said: Said | Script) -> None:
+        """What a framework's view answers: an Answer is the fact, an Open a warning, None
+        (and SCRIPT) nothing."""
+        if isinstance(said, Answer):
+            self.emit(fact, said.value, said.where, said.why)
+        elif isinstance(said, Open):
+            self.warn(said.why)
+
     @property
     def hf(self) -> bool:
-        return self.a.framework == "hf_trainer"
+        return isinstance(self.framework, HFTrainerView)
 
     @property
     def acc(self) -> bool:
-        return self.a.framework == "accelerate"
-
-    @property
-    def pl(self) -> bool:
-        return self.a.framework == "lightning"
-
-    def pl_trainer(self) -> Obj | None:
-        found = [o for o in self.a.objs(V.PL_TRAINER) if o.extra.get("fit") is not None]
-        return found[0] if found else None
-
-    def pl_arg(self, name: str, default: object) -> tuple[Val | None, str]:
-        """A lightning.Trainer argument: (its value, Lightning's default when not passed, or
-        None when it comes from the command line or a config), where."""
-        tr = self.pl_trainer()
-        if tr is None:
-            return None, ""
-        val = tr.kwargs.get(name)
-        if val is None:
-            return Val(const=default, taint=frozenset({"default"})), tr.where
-        if V.ARGDEFAULT in val.taint or V.UNBOUND in val.taint or not val.known:
-            return None, tr.where
-        return val, tr.where
-
-    def trainer(self) -> Obj | None:
-        found = self.a.objs(V.TRAINER)
-        return found[0] if found else None
-
-    def trainer_model(self) -> Val | None:
-        """The model handed to the Trainer (``model=`` or its first argument)."""
-        tr = self.trainer()
-        if tr is None:
-            return None
-        return tr.kwargs.get("model") or (tr.args[0] if tr.args else None)
-
-    def training_args(self) -> Obj | None:
-        tr = self.trainer()
-        if tr is not None:
-            args = self.obj(tr.kwargs.get("args"))
-            if args is not None and args.kind in (V.TRAINING_ARGS, V.INSTANCE):
-                return args
-        found = self.a.objs(V.TRAINING_ARGS) or [
-            o
-            for o in self.a.objs(V.INSTANCE)
-            if (info := self._class_of(o)) is not None
-            and any(apis.last(b) in TRAINING_ARGS for b in info.external_bases())
-        ]
-        return found[0] if found else None
-
-    def hf_arg(self, name: str, *, flow: bool = False) -> tuple[Val | None, str]:
-        """A TrainingArguments field: (value or None when set on the command line, where).
-        ``flow``: the value as the script computes it even when it starts from a command-line
-        value (``learning_rate=args.lr * world_size``: its world-size factor is the code's)."""
-        args = self.training_args()
-        if args is None:
-            return None, ""
-        if name in args.kwargs or name in args.attrs:
-            val = args.kwargs[name] if name in args.kwargs else args.attrs[name]
-            if flow:
-                return val, args.where
-            if V.ARGDEFAULT in val.taint or V.UNBOUND in val.taint:
-                return None, args.where  # the script passes its own command-line value
-            return val, args.where
-        if args.extra.get("from_cli"):
-            return None, args.where  # set on the command line: library defaults are guesses
-        return Val(const=None, taint=frozenset({"default"})), args.where
+        return isinstance(self.framework, AccelerateView)
 
     def training_loader(self) -> Obj | None:
         """The DataLoader the training loop reads (Analysis.training_loaders: the loop

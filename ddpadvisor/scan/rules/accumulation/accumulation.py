@@ -5,8 +5,7 @@ import ast
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Accum, text
 from ddpadvisor.scan.context import Ctx, Event
-from ddpadvisor.scan.library import hf_trainer
-from ddpadvisor.scan.rules.accumulation._shared import _lightning_k, _trainer_loss
+from ddpadvisor.scan.library.views import SCRIPT, Accumulation
 from ddpadvisor.scan.rules.base import RuleContext, names_the_count, num
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.values import Op
@@ -26,47 +25,12 @@ def accumulation(rc: RuleContext) -> None:
     if rc.ds is not None:
         rc.warn(f"{rc.ds.where}: DeepSpeed config decides gradient accumulation")
         return
-    if rc.hf:
-        val, where = rc.hf_arg("gradient_accumulation_steps")
-        k = num(val)
-        if val is not None and (val.known or "default" in val.taint):
-            k_int = int(k) if k is not None else 1
-            rc.emit(
-                "grad_accum_steps",
-                k_int,
-                where,
-                f"TrainingArguments(gradient_accumulation_steps={k_int})",
-            )
-        else:
-            k_int = None
-        own = _trainer_loss(rc)
-        info = rc._class_of(rc.trainer())
-        overridden = info is not None and "compute_loss" in hf_trainer.loop_overrides(info)
-        if own is not None and k_int is not None and k_int >= 2:
-            rc.emit("loss_divided_by_accum", own.value, own.where, own.why)
-        elif own is not None and k_int is None and not own.value:
-            rc.warn(f"{own.where}: {own.why} (if the run accumulates)")
-        elif overridden and own is None:
-            rc.warn(
-                f"{where or rc.label}: compute_loss is overridden; whether its loss is scaled "
-                "for accumulation is not decided"
-            )
-        elif k_int is not None and k_int >= 2:
-            rc.emit(
-                "loss_divided_by_accum",
-                True,
-                where,
-                "HF Trainer scales the loss for accumulation",
-            )
-        rc.emit(
-            "zero_grad_every_micro_step",
-            False,
-            where,
-            "HF Trainer zeroes gradients once per optimizer step",
-        )
-        return
-    if rc.pl and not _pl_manual(rc):
-        _lightning_accumulation(rc)
+    fw = rc.framework
+    said = fw.accumulation() if fw is not None else SCRIPT
+    if isinstance(said, Accumulation):
+        rc.say("grad_accum_steps", said.count)
+        rc.say("loss_divided_by_accum", said.loss_divided)
+        rc.say("zero_grad_every_micro_step", said.zero_grad_every_micro_step)
         return
     if acc.style == "framework":
         if acc.k is not None and acc.k_default:
@@ -119,37 +83,6 @@ def accumulation(rc: RuleContext) -> None:
         rc.warn(f"{acc.k_where}: gradient accumulation found but its count is not a constant")
     _loss_divided(rc, acc)
     _zero_grad(rc, acc)
-
-
-def _pl_manual(rc: RuleContext) -> bool:
-    """Lightning with manual optimization: training_step runs backward, step and zero_grad
-    itself, so its accumulation is read as a hand-written loop's."""
-    tr = rc.pl_trainer()
-    return bool(tr is not None and tr.extra.get("manual"))
-
-
-def _lightning_accumulation(rc: RuleContext) -> None:
-    tr = rc.pl_trainer()
-    if tr is None or tr.extra.get("manual"):
-        rc.warn(f"{rc.label}: Lightning manual optimization: the module's own loop decides")
-        return
-    k, where = _lightning_k(rc)
-    if k is None:
-        return
-    rc.emit("grad_accum_steps", k, where, f"Trainer(accumulate_grad_batches={k})")
-    if k >= 2:
-        rc.emit(
-            "loss_divided_by_accum",
-            True,
-            where,
-            "Lightning divides the training_step loss by accumulate_grad_batches",
-        )
-    rc.emit(
-        "zero_grad_every_micro_step",
-        False,
-        where,
-        "Lightning zeroes gradients once per optimizer step",
-    )
 
 
 def _divides(op: Op) -> bool:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext, call_site, exclusive
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 
@@ -15,17 +16,10 @@ from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 def forward_route(rc: RuleContext) -> None:
     a = rc.a
     fact = "forward_bypasses_ddp"
-    if rc.hf:
-        return
-    if rc.pl:
-        tr = rc.pl_trainer()
-        if tr is not None and not tr.extra.get("manual"):
-            rc.emit(
-                fact,
-                False,
-                tr.where,
-                "Lightning calls training_step through its DDP wrapper's forward",
-            )
+    fw = rc.framework
+    said = fw.forward_through_wrapper() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
     if not a.ddps or a.main_backward is None:
         return

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.rules.accumulation._shared import _trained_loss, _trainer_world_factor
+from ddpadvisor.scan.library.views import SCRIPT
+from ddpadvisor.scan.rules.accumulation._shared import _trained_loss
 from ddpadvisor.scan.rules.base import RuleContext, lines_at
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 
@@ -16,10 +17,12 @@ def loss_division(rc: RuleContext) -> None:
     """A loss divided by the world size (or normalised by a count summed over all ranks and not
     multiplied back) while DDP or FSDP averages the gradients as well: divided twice."""
     fact = "loss_divided_by_world_size"
-    if rc.hf:
-        _trainer_world_factor(rc, fact, "div")
+    fw = rc.framework
+    said = fw.loss_world_factor("div") if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
-    averaged = rc.a.ddps or rc.a.fsdps or rc.pl_trainer() is not None
+    averaged = rc.a.ddps or rc.a.fsdps or (fw is not None and fw.averages_gradients())
     trained = _trained_loss(rc)
     if trained is None or not averaged:
         return  # without DDP's average, a hand-written SUM of gradients wants the division

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.rules.accumulation._shared import _trained_loss, _trainer_world_factor
+from ddpadvisor.scan.library.views import SCRIPT
+from ddpadvisor.scan.rules.accumulation._shared import _trained_loss
 from ddpadvisor.scan.rules.base import RuleContext, lines_at
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 
@@ -13,8 +14,10 @@ from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
     },
 )
 def loss_scaling(rc: RuleContext) -> None:
-    if rc.hf:
-        _trainer_world_factor(rc, "loss_multiplied_by_world_size", "mul")
+    fw = rc.framework
+    said = fw.loss_world_factor("mul") if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say("loss_multiplied_by_world_size", said)
         return
     trained = _trained_loss(rc)
     if trained is None:

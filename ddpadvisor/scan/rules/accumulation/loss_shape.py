@@ -6,7 +6,7 @@ from collections.abc import Callable
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import FuncCtx
-from ddpadvisor.scan.rules.accumulation._shared import _trainer_loss
+from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.source import Module
@@ -77,11 +77,13 @@ def _ran_lines(ran_funcs: set[tuple[str, int]], m: Module) -> Callable[[int], bo
 )
 def loss_shape(rc: RuleContext) -> None:
     a = rc.a
-    if rc.hf:
-        rc.emit("loss_reduction", "mean", "", "HF models return a mean loss")
+    fw = rc.framework
+    reduction = fw.loss_reduction() if fw is not None else SCRIPT
+    if reduction is not SCRIPT:
+        rc.say("loss_reduction", reduction)
     b = a.main_backward
     loss = a.loss_of(b) if b is not None else None
-    if b is not None and loss is not None and not rc.hf and V.FWD in loss.taint:
+    if b is not None and loss is not None and reduction is SCRIPT and V.FWD in loss.taint:
         if V.SUM_RED in loss.taint:
             rc.emit(
                 "loss_reduction",
@@ -124,33 +126,9 @@ def loss_shape(rc: RuleContext) -> None:
         return
     if not signals:
         return
-    if rc.hf:
-        own = _trainer_loss(rc)
-        if own is not None and not own.value:
-            rc.emit(
-                "loss_normalised_by_global_tokens",
-                False,
-                own.where,
-                "compute_loss returns each micro-batch's own mean and drops num_items_in_batch",
-            )
-            return
-        val, where = rc.hf_arg("average_tokens_across_devices")
-        if own is not None and own.by_count and not (val is not None and val.const is False):
-            rc.emit(
-                "loss_normalised_by_global_tokens",
-                True,
-                own.where,
-                "compute_loss divides by num_items_in_batch, the target tokens of every "
-                "micro-batch (on every rank unless average_tokens_across_devices=False)",
-            )
-            return
-        if val is not None and val.known and val.const is True:
-            rc.emit(
-                "loss_normalised_by_global_tokens",
-                True,
-                where,
-                "average_tokens_across_devices=True",
-            )
+    norm = fw.global_token_norm() if fw is not None else SCRIPT
+    if norm is not SCRIPT:
+        rc.say("loss_normalised_by_global_tokens", norm)
         return
     if b is None or loss is None or V.FWD not in loss.taint:
         return

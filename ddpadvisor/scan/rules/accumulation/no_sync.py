@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Event
-from ddpadvisor.scan.rules.accumulation._shared import _lightning_k
+from ddpadvisor.scan.library.views import SCRIPT, Sync
 from ddpadvisor.scan.rules.base import RuleContext, cli_switched
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 
@@ -17,23 +17,11 @@ from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 )
 def no_sync(rc: RuleContext) -> None:
     a = rc.a
-    if rc.hf:
-        rc.emit("final_micro_step_synced", True, "", "HF Trainer synchronises the last micro-step")
-        return
-    if rc.pl:
-        tr = rc.pl_trainer()
-        k, where = _lightning_k(rc)
-        if tr is None or tr.extra.get("manual") or k is None:
-            return
-        rc.emit(
-            "uses_no_sync",
-            k >= 2,
-            where,
-            "Lightning's DDP strategy skips the all-reduce on accumulating batches"
-            if k >= 2
-            else "no accumulation: every batch synchronises",
-        )
-        rc.emit("final_micro_step_synced", True, where, "Lightning synchronises the last batch")
+    fw = rc.framework
+    sync = fw.sync() if fw is not None else SCRIPT
+    if isinstance(sync, Sync):
+        rc.say("uses_no_sync", sync.skips)
+        rc.say("final_micro_step_synced", sync.last_synced)
         return
     acc = a.accum
     if acc.style == "framework":

@@ -3,7 +3,7 @@ from __future__ import annotations
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Event
-from ddpadvisor.scan.library import hf_trainer, lightning
+from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext, cli_switched, const
 from ddpadvisor.scan.rules.data._shared import _mentions_rank, _seed_calls
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
@@ -21,27 +21,10 @@ from ddpadvisor.scan.values import Obj
 )
 def data_sharding(rc: RuleContext) -> None:
     fact = "uses_distributed_sampler"
-    if rc.hf:
-        tr = rc.trainer()
-        info = rc._class_of(tr)
-        own = hf_trainer.train_loader(info) if info is not None else None
-        if own is not None:
-            rc.emit(fact, own.value, own.where, own.why)
-        elif info is None or info.find_method("get_train_dataloader") is None:
-            rc.emit(
-                fact,
-                True,
-                tr.where if tr else "",
-                "HF Trainer shards its DataLoader per process (accelerator.prepare)",
-            )
-        else:
-            rc.warn(
-                f"{tr.where if tr else rc.label}: get_train_dataloader is overridden; "
-                "whether it shards the data is not decided"
-            )
-        return
-    if rc.pl:
-        _lightning_sharding(rc)
+    fw = rc.framework
+    said = fw.shards_loader() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
     loader = rc.training_loader()
     if loader is None:
@@ -261,31 +244,3 @@ def _map_style(rc: RuleContext, dataset: Obj | None) -> bool:
         "load_dataset",
         "load_from_disk",
     ) or dataset.canon.startswith("torchvision.datasets")
-
-
-def _lightning_sharding(rc: RuleContext) -> None:
-    fact = "uses_distributed_sampler"
-    val, where = rc.pl_arg("use_distributed_sampler", lightning.DEFAULTS["use_distributed_sampler"])
-    if val is None:
-        return
-    if const(val) is not False:
-        rc.emit(
-            fact, True, where, "Lightning replaces the training sampler with a DistributedSampler"
-        )
-        return
-    tr = rc.pl_trainer()
-    loader = rc.obj(tr.extra.get("train_loader")) if tr is not None else None
-    if loader is None or loader.kind != V.LOADER:
-        rc.warn(f"{where}: use_distributed_sampler=False and the training DataLoader is not read")
-        return
-    sampler = rc.obj(loader.kwargs.get("sampler")) or rc.obj(loader.kwargs.get("batch_sampler"))
-    if sampler is not None and sampler.kind == V.DSAMPLER:
-        rc.emit(fact, True, sampler.where, "the module's own DistributedSampler shards the data")
-    elif "sampler" not in loader.kwargs and "batch_sampler" not in loader.kwargs:
-        rc.emit(
-            fact,
-            False,
-            loader.where,
-            "use_distributed_sampler=False and a DataLoader without a sampler: every rank "
-            "reads the whole dataset",
-        )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Event
-from ddpadvisor.scan.library import hf_trainer
+from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext
 from ddpadvisor.scan.rules.data._shared import _mentions_rank
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
@@ -17,26 +17,10 @@ from ddpadvisor.scan.values import Obj
 )
 def set_epoch(rc: RuleContext) -> None:
     fact = "calls_set_epoch"
-    if rc.pl:
-        tr = rc.pl_trainer()
-        rc.emit(
-            fact,
-            True,
-            tr.where if tr else "",
-            "Lightning's fit loop calls set_epoch on the training sampler every epoch",
-        )
-        return
-    if rc.hf:
-        tr = rc.trainer()
-        info = rc._class_of(tr)
-        if info is not None and "get_train_dataloader" in hf_trainer.loop_overrides(info):
-            return  # the subclass's own loader: the Trainer's epoch handling may not reach it
-        rc.emit(
-            fact,
-            True,
-            tr.where if tr else "",
-            "HF Trainer calls set_epoch on its sampler each epoch",
-        )
+    fw = rc.framework
+    said = fw.sets_epoch() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
     loader = rc.training_loader()
     if loader is not None and loader.extra.get("accelerate"):

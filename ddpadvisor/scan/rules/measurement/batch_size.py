@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 
 from ddpadvisor.scan import values as V
+from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext, num
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 
@@ -14,16 +15,10 @@ from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
     },
 )
 def batch_size(rc: RuleContext) -> None:
-    if rc.hf:
-        val, where = rc.hf_arg("per_device_train_batch_size")
-        if val is not None:
-            n = num(val)
-            if n is not None:
-                rc.emit(
-                    "per_gpu_batch_size", int(n), where, f"per_device_train_batch_size={int(n)}"
-                )
-            elif "default" in val.taint or "cli" in val.taint:
-                rc.emit("per_gpu_batch_size", 8, where, "HF default per_device_train_batch_size=8")
+    fw = rc.framework
+    said = fw.per_device_batch() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say("per_gpu_batch_size", said)
         return
     loader = rc.training_loader()
     if loader is None:

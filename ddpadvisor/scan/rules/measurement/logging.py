@@ -6,6 +6,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Accum, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx
+from ddpadvisor.scan.library.views import SCRIPT, LoggedLoss
 from ddpadvisor.scan.rules.base import RuleContext, is_rank_cond, may_not_run, names_the_count, num
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 from ddpadvisor.scan.values import Val
@@ -25,9 +26,11 @@ def logging(rc: RuleContext) -> None:
     (inlined), a running sum divided by a count. A value that passed through code the scan
     does not read leaves the facts it would decide undecided."""
     a = rc.a
-    if rc.hf:
-        rc.emit("logs_rank0_only", False, "", "HF Trainer logs the loss averaged over ranks")
-        rc.emit("logged_loss_reduction_wrong", False, "", "HF Trainer reduces the logged loss")
+    fw = rc.framework
+    framework_log = fw.logged_loss() if fw is not None else SCRIPT
+    if isinstance(framework_log, LoggedLoss):
+        rc.say("logs_rank0_only", framework_log.rank0_only)
+        rc.say("logged_loss_reduction_wrong", framework_log.reduction_wrong)
         return
     logs: list[Event] = []
     shown_at: dict[int, Event] = {}  # a log call inside the project's own wrapper: its call

@@ -5,6 +5,7 @@ import ast
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import CondCtx
+from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext, is_rank_cond, lines_at, mentions_world
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 from ddpadvisor.scan.values import Val
@@ -17,10 +18,11 @@ from ddpadvisor.scan.values import Val
     },
 )
 def lr_scaling(rc: RuleContext) -> None:
-    if rc.hf:
-        val, where = rc.hf_arg("learning_rate", flow=True)
-        if val is not None:
-            _lr_value(rc, val, where, "TrainingArguments(learning_rate=…)")
+    fw = rc.framework
+    said = fw.learning_rate() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        if isinstance(said, tuple):
+            _lr_value(rc, *said)
         return
     opt = rc._main_optimizer()
     if opt is None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
+from ddpadvisor.scan.library.views import SCRIPT, Optimizer
 from ddpadvisor.scan.rules.base import RuleContext, num
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 
@@ -14,28 +15,11 @@ from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
     },
 )
 def optimizer(rc: RuleContext) -> None:
-    if rc.hf:
-        optim, where = rc.hf_arg("optim")
-        beta2, _ = rc.hf_arg("adam_beta2")
-        fam: str | None = None
-        if optim is not None and optim.known and isinstance(optim.const, str):
-            o = optim.const.lower()
-            fam = "adam" if "adam" in o else "sgd" if "sgd" in o else "other"
-        elif optim is not None and "default" in optim.taint:
-            fam = "adam"
-        if fam:
-            rc.emit(
-                "optimizer_family",
-                fam,
-                where,
-                f"HF Trainer optimizer ({optim.const if optim and optim.known else 'adamw'})",
-            )
-        if fam == "adam" and beta2 is not None:
-            b2 = num(beta2)
-            if b2 is not None:
-                rc.emit("adam_beta2", b2, where, f"adam_beta2={b2}")
-            elif "default" in beta2.taint:
-                rc.emit("adam_beta2", apis.ADAM_DEFAULT_BETA2, where, "default adam_beta2=0.999")
+    fw = rc.framework
+    said = fw.optimizer() if fw is not None else SCRIPT
+    if isinstance(said, Optimizer):
+        rc.say("optimizer_family", said.family)
+        rc.say("adam_beta2", said.beta2)
         return
     opt = rc._main_optimizer()
     if opt is None:

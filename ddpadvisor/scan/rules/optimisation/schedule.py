@@ -7,6 +7,7 @@ from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event, FuncCtx, LoopCtx, common_prefix
 from ddpadvisor.scan.interp import FuncRef
+from ddpadvisor.scan.library.views import SCRIPT, Warmup
 from ddpadvisor.scan.rules.base import RuleContext, function_constants, num
 from ddpadvisor.scan.rules.registry import WHOLE_SCRIPT, rule
 from ddpadvisor.scan.values import Obj, Val
@@ -20,31 +21,11 @@ from ddpadvisor.scan.values import Obj, Val
     },
 )
 def schedule(rc: RuleContext) -> None:
-    if rc.hf:
-        ws, where = rc.hf_arg("warmup_steps")
-        wr, _ = rc.hf_arg("warmup_ratio")
-        if ws is not None and num(ws):
-            rc.emit(
-                "warmup_steps",
-                int(num(ws) or 0),
-                where,
-                f"TrainingArguments(warmup_steps={int(num(ws) or 0)})",
-            )
-        elif wr is not None and num(wr):
-            rc.warn(f"{where}: warmup given as a ratio of total steps; step count not decided")
-        elif (
-            ws is not None
-            and wr is not None
-            and ("default" in ws.taint or ws.known)
-            and ("default" in wr.taint or wr.known)
-        ):
-            rc.emit("warmup_steps", 0, where, "TrainingArguments without warmup")
-        rc.emit(
-            "scheduler_steps_per_optimizer_step",
-            1.0,
-            where,
-            "HF Trainer steps the scheduler with the optimizer",
-        )
+    fw = rc.framework
+    said = fw.warmup() if fw is not None else SCRIPT
+    if isinstance(said, Warmup):
+        rc.say("warmup_steps", said.steps)
+        rc.say("scheduler_steps_per_optimizer_step", said.scheduler_per_step)
         return
     _warmup(rc)
     _sched_ratio(rc)

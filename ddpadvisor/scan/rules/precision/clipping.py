@@ -6,8 +6,8 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import CondCtx, Event
-from ddpadvisor.scan.library import lightning
-from ddpadvisor.scan.rules.base import RuleContext, exclusive, is_rank_cond, num
+from ddpadvisor.scan.library.views import SCRIPT, Clipping
+from ddpadvisor.scan.rules.base import RuleContext, exclusive, is_rank_cond
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.values import Val
 
@@ -71,43 +71,12 @@ def _clip_events(rc: RuleContext) -> list[Event]:
 )
 def clipping(rc: RuleContext) -> None:
     a = rc.a
-    if rc.hf:
-        val, where = rc.hf_arg("max_grad_norm")
-        if val is None:
-            return
-        n = num(val)
-        if "default" in val.taint or "cli" in val.taint:
-            rc.emit(
-                "uses_grad_clipping",
-                True,
-                where,
-                "HF Trainer clips at max_grad_norm=1.0 by default",
-            )
-        elif n is not None:
-            rc.emit("uses_grad_clipping", n > 0, where, f"TrainingArguments(max_grad_norm={n:g})")
-        rc.emit("unscale_before_clip", True, where, "HF Trainer unscales before clipping")
-        rc.emit("clip_inside_no_sync", False, where, "HF Trainer clips after the synchronised step")
-        return
-    if rc.pl:
-        val, where = rc.pl_arg("gradient_clip_val", lightning.DEFAULTS["gradient_clip_val"])
-        tr = rc.pl_trainer()
-        if val is None or tr is None or tr.extra.get("manual"):
-            return
-        n = num(val)
-        rc.emit(
-            "uses_grad_clipping",
-            bool(n),
-            where,
-            f"Trainer(gradient_clip_val={n:g})" if n else "Trainer without gradient_clip_val",
-        )
-        if n:
-            rc.emit("unscale_before_clip", True, where, "Lightning unscales before clipping")
-            rc.emit(
-                "clip_inside_no_sync",
-                False,
-                where,
-                "Lightning clips before the optimizer step, after the synchronised backward",
-            )
+    fw = rc.framework
+    said = fw.clipping() if fw is not None else SCRIPT
+    if isinstance(said, Clipping):
+        rc.say("uses_grad_clipping", said.clips)
+        rc.say("unscale_before_clip", said.unscales_first)
+        rc.say("clip_inside_no_sync", said.inside_no_sync)
         return
     clips = _clip_events(rc)
     step = a.main_step

@@ -6,8 +6,8 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import CondCtx, Event
-from ddpadvisor.scan.library import lightning
-from ddpadvisor.scan.rules.base import RuleContext, cli_switched, const, kw_node, may_not_run
+from ddpadvisor.scan.library.views import SCRIPT, Answer
+from ddpadvisor.scan.rules.base import RuleContext, cli_switched, kw_node, may_not_run
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 from ddpadvisor.scan.source import dotted
 from ddpadvisor.scan.values import Obj
@@ -58,51 +58,13 @@ def precision(rc: RuleContext) -> None:
         )
         _scaler(rc, f"pure_{d}")
         return
-    if rc.hf:
-        fp16, where = rc.hf_arg("fp16")
-        bf16, _ = rc.hf_arg("bf16")
-        if (
-            fp16 is not None
-            and bf16 is not None
-            and (fp16.known or "default" in fp16.taint)
-            and (bf16.known or "default" in bf16.taint)
-        ):
-            if const(fp16) is True:
-                rc.emit("precision", "fp16_amp", where, "TrainingArguments(fp16=True)")
-                _scaler(rc, "fp16_amp", framework=where)
-            elif const(bf16) is True:
-                rc.emit("precision", "bf16_amp", where, "TrainingArguments(bf16=True)")
-                _scaler(rc, "bf16_amp", framework=where)
-            else:
-                rc.emit("precision", "fp32", where, "TrainingArguments without fp16/bf16")
-                _scaler(rc, "fp32", framework=where)
+    fw = rc.framework
+    said = fw.precision() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say("precision", said)
+        if isinstance(said, Answer):
+            _scaler(rc, str(said.value), framework=said.where)
         return
-    if rc.pl:
-        val, where = rc.pl_arg("precision", lightning.DEFAULTS["precision"])
-        value = lightning.precision(val.const) if val is not None and val.known else None
-        if value is None:
-            rc.warn(f"{where}: Trainer(precision=…) comes from the command line; not decided")
-            return
-        rc.emit("precision", value, where, f"Trainer(precision={val.const!r})")  # type: ignore[union-attr]
-        _scaler(rc, value, framework=where)
-        return
-    if rc.acc:
-        accel = a.objs(V.ACCELERATOR)[0]
-        mp = accel.kwargs.get("mixed_precision")
-        if mp is not None and mp.known:
-            value = {"fp16": "fp16_amp", "bf16": "bf16_amp", "no": "fp32"}.get(str(mp.const))
-            if value:
-                rc.emit(
-                    "precision",
-                    value,
-                    accel.where,
-                    f"Accelerator(mixed_precision={mp.const!r})",
-                )
-                _scaler(rc, value, framework=accel.where)
-                return
-        elif mp is None:
-            rc.warn(f"{accel.where}: mixed precision comes from the accelerate config; not decided")
-        return  # the accelerate config (or an unreadable flag) decides
     fwds = a.train_forwards
     if not fwds:
         return
@@ -308,8 +270,8 @@ def _scaler(rc: RuleContext, precision: str | None, framework: str | None = None
                 f"{s.where}: GradScaler enabled at run time ({text(kw_node(s.node, 'enabled'))})"
             )
         return
-    if rc.acc:
-        return  # accelerate scales fp16 losses itself when its mixed precision asks for it
+    if rc.framework is not None and rc.framework.scales_loss():
+        return  # the framework scales fp16 losses itself when its precision asks for it
     if rc.a.main_backward is not None and rc.a.opt_steps:
         step = rc.a.main_step or rc.a.opt_steps[0]
         rc.emit(

@@ -6,6 +6,7 @@ import builtins
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.interp import ClassInfo, FuncRef
+from ddpadvisor.scan.library.views import SCRIPT, Script
 from ddpadvisor.scan.rules.base import RuleContext, cli_switched, default_runs, may_not_run
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 from ddpadvisor.scan.source import dotted
@@ -97,12 +98,11 @@ def _model_known_without_bn(rc: RuleContext) -> bool:
     a = rc.a
     models = [rc.walk.objects[o.wraps] for o in a.ddps if o.wraps in rc.walk.objects]
     if not models:
-        if rc.hf:
-            tr = rc.trainer()
-            m = rc.obj(tr.kwargs.get("model")) if tr else None
-            models = [m] if m is not None else []
-        else:
+        fw = rc.framework
+        said = fw.trained_models() if fw is not None else SCRIPT
+        if isinstance(said, Script):
             return False
+        models = said
     seen: set[int] = set()
     return all(_model_known(rc, m, seen) for m in models)
 

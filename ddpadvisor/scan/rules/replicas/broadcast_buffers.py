@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from ddpadvisor.scan import apis
+from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 
@@ -13,15 +14,10 @@ from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 )
 def broadcast_buffers(rc: RuleContext) -> None:
     fact = "broadcast_buffers_disabled"
-    if rc.hf:
-        val, where = rc.hf_arg("ddp_broadcast_buffers")
-        if val is not None and val.known and val.const is not None:
-            rc.emit(
-                fact,
-                val.const is False,
-                where,
-                f"TrainingArguments(ddp_broadcast_buffers={val.const})",
-            )
+    fw = rc.framework
+    said = fw.broadcast_buffers_disabled() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
     for e in rc.a.calls():
         if apis.last(e.name) == "DistributedDataParallelKwargs":

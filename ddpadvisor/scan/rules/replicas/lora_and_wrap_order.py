@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
+from ddpadvisor.scan.library.views import SCRIPT, Script
 from ddpadvisor.scan.rules.base import (
     RuleContext,
     cli_switched,
@@ -40,20 +41,10 @@ def lora_and_wrap_order(rc: RuleContext) -> None:
     elif models:
         rc.emit("uses_lora", False, models[0].where, "no LoRA / PEFT adapters")
     fact = "module_created_after_wrap"
-    if rc.hf:
-        tr = rc.trainer()
-        peft_after = [
-            o
-            for o in a.objects.values()
-            if o.extra.get("peft") and tr is not None and o.extra["peft"] > tr.seq
-        ]
-        if not peft_after:
-            rc.emit(
-                fact,
-                False,
-                tr.where if tr else "",
-                "the Trainer wraps the model after the adapters exist",
-            )
+    fw = rc.framework
+    said = fw.adapters_before_wrap() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
     if not a.ddps:
         return
@@ -155,12 +146,12 @@ def _created_after(rc: RuleContext, ddp: Obj, refs: set[int | None]) -> tuple[st
 def _trained_models(rc: RuleContext) -> list[Obj]:
     """The models being trained, when every one of them is built in visible code."""
     a = rc.a
-    if rc.hf:
-        tr = rc.trainer()
-        m = rc.obj(tr.kwargs.get("model")) if tr else None
-        models = [m] if m is not None else []
-    else:
+    fw = rc.framework
+    said = fw.trained_models() if fw is not None else SCRIPT
+    if isinstance(said, Script):
         models = [rc.walk.objects[o.wraps] for o in a.ddps if o.wraps in rc.walk.objects]
+    else:
+        models = said
     if not models or any(m.canon == "unknown-model" for m in models):
         return []
     return models

@@ -3,6 +3,7 @@ from __future__ import annotations
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text
+from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext, is_rank_cond
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 
@@ -16,22 +17,10 @@ from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 def rank_conditional(rc: RuleContext) -> None:
     a = rc.a
     fact = "rank_conditional_state_change"
-    if rc.hf:
-        for e in a.calls("train"):
-            if e.recv is None or e.recv.kind != V.TRAINER:
-                continue
-            ckpt = e.kw("resume_from_checkpoint", 0)
-            if ckpt is not None and V.RANK in ckpt.taint:
-                rc.emit(
-                    fact,
-                    True,
-                    e.where,
-                    f"resume_from_checkpoint differs between ranks ({e.where}): some ranks "
-                    "resume the checkpoint's weights and optimizer state, the others start "
-                    "fresh",
-                )
-                return
-        rc.emit(fact, False, "", "HF Trainer loads checkpoints on every rank")
+    fw = rc.framework
+    said = fw.rank_conditional_resume() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
     if not a.ddps:
         return

@@ -4,7 +4,8 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event
-from ddpadvisor.scan.rules.base import RuleContext, const, is_rank_cond
+from ddpadvisor.scan.library.views import SCRIPT
+from ddpadvisor.scan.rules.base import RuleContext, is_rank_cond
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 
 
@@ -24,10 +25,10 @@ def _compiles_a_function(e: Event) -> bool:
 )
 def compile(rc: RuleContext) -> None:
     fact = "uses_torch_compile"
-    if rc.hf:
-        val, where = rc.hf_arg("torch_compile")
-        if val is not None and (val.known or "default" in val.taint):
-            rc.emit(fact, const(val) is True, where, "TrainingArguments(torch_compile=…)")
+    fw = rc.framework
+    said = fw.compiles() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
     compiles = [
         e

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import recv_text
-from ddpadvisor.scan.library import hf_trainer
+from ddpadvisor.scan.library.views import SCRIPT, lightning_trainer
 from ddpadvisor.scan.rules.base import RuleContext
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 
@@ -16,25 +16,10 @@ from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 def loop_kind(rc: RuleContext) -> None:
     a = rc.a
     fact = "hand_written_loop"
-    if rc.hf:
-        tr = rc.trainer()
-        info = rc._class_of(tr)
-        taken = hf_trainer.loop_overrides(info) if info is not None else []
-        if taken:
-            # the subclass does part of the loop's job itself (loss scaling, sharding): the
-            # framework no longer vouches for it, so the fact is left to the other evidence
-            rc.warn(
-                f"{tr.where if tr else rc.label}: the Trainer subclass overrides "
-                f"{', '.join(taken)}; that part of the loop is read as the script's own code"
-            )
-            return
-        rc.emit(fact, False, tr.where if tr else "", "the HF Trainer runs the training loop")
-        return
-    if rc.acc:
-        # kb/facts.yaml: your own loop on accelerate is hand-written; accelerate wraps the
-        # model, optimizer and loader, the loop's forward, loss and step are the user's
-        acc = a.objs(V.ACCELERATOR)[0]
-        rc.emit(fact, True, acc.where, "your own training loop on accelerate")
+    fw = rc.framework
+    said = fw.runs_loop() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
     if any(o.extra.get("deepspeed") for o in a.ddps):
         ds = next(o for o in a.ddps if o.extra.get("deepspeed"))
@@ -48,7 +33,7 @@ def loop_kind(rc: RuleContext) -> None:
         or (e.recv is not None and e.recv.kind is None and "trainer" in recv_text(e).lower())
     ]
     if fits:
-        tr = rc.pl_trainer() if rc.pl else None
+        tr = lightning_trainer(a)
         if tr is None or "hooks" not in tr.extra:
             # the LightningModule's class is not in view (an excerpt, a module not read):
             # under manual optimization its training_step would be the user's own loop

@@ -4,6 +4,7 @@ from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Analysis
 from ddpadvisor.scan.context import CondCtx
+from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext, default_runs, is_rank_cond
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 from ddpadvisor.scan.values import Obj
@@ -18,15 +19,10 @@ from ddpadvisor.scan.values import Obj
 def sharding_framework(rc: RuleContext) -> None:
     a = rc.a
     fact = "uses_fsdp_or_zero"
-    if rc.hf:
-        for key in ("fsdp", "deepspeed"):
-            val, where = rc.hf_arg(key)
-            if val is not None and val.known and val.const not in (None, "", False):
-                rc.emit(fact, True, where, f"TrainingArguments({key}=…)")
-                return
-        val, where = rc.hf_arg("fsdp")
-        if val is not None and ("default" in val.taint or val.known):
-            rc.emit(fact, False, where, "TrainingArguments without fsdp/deepspeed")
+    fw = rc.framework
+    said = fw.shards_state() if fw is not None else SCRIPT
+    if said is not SCRIPT:
+        rc.say(fact, said)
         return
     ds = rc.ds
     if ds is not None:
