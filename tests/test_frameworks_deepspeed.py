@@ -4,8 +4,8 @@ through the HF Trainer with a DeepSpeed config dict and through accelerate's Dee
 
 Each job is traced once (tests/frameworks/cases.py). The bar: optimizer steps on every rank; on
 a correct job no catalogued cause first at 0.30 or more, by the trace, by --script or by both;
-an injected fault first by the trace and by trace and script together. (The scanner has no
-DeepSpeed rules of its own, so --script is not held to the top 3 here.)
+an injected fault first by the trace and by trace and script together. (The scanner has one
+DeepSpeed rule only, weights loaded after initialize, so --script is not held to the top 3.)
 
 DeepSpeed JIT-builds two CPU ops the first time it runs (minutes on CI's 2 cores);
 .ci/run builds them in the background (tests/support/deepspeed_ops.py) and the fixture waits

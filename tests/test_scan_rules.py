@@ -30,7 +30,7 @@ from tests.scan_support import fixture_path
 
 KB = load_kb(default_dirs())
 AREAS = {p.stem for p in (REPO / "kb" / "causes").glob("*.yaml")}
-TRACE_ONLY_AREAS = {"deepspeed"}
+TRACE_ONLY_AREAS: set[str] = set()
 SCAN = REPO / "ddpadvisor" / "scan"
 RULES_DIR = Path(rules_pkg.__file__).parent
 
@@ -59,9 +59,9 @@ def test_rules_live_in_area_modules() -> None:
     # rules/ holds the shared plumbing and one package per area, no rule modules of its own
     assert {p.stem for p in RULES_DIR.glob("*.py")} == {"__init__", "base", "registry"}
     areas = {p.parent.name for p in RULES_DIR.glob("*/__init__.py")}
-    # every area has its rule package, except those whose causes only a run can show (the
-    # DeepSpeed engine's accumulation window, weights loaded after initialize: the trace
-    # measures them; the scanner reads no DeepSpeed calls yet)
+    # every area has its rule package, except those whose causes only a run can show (none
+    # today: deepspeed's weights loaded after initialize are read from the code; its
+    # accumulation window and clipping on partitioned gradients only the trace measures)
     assert areas == AREAS - TRACE_ONLY_AREAS
 
 

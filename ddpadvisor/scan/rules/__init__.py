@@ -61,6 +61,7 @@ ORDER: tuple[str, ...] = (
     "data.seeding",
     "runtime.loop_kind",
     "accumulation.comm_hook",
+    "deepspeed.weights_after_init",
 )
 
 

@@ -1,0 +1,1 @@
+"""Rules whose facts serve kb/causes/deepspeed.yaml: a DeepSpeed engine driven by the script."""
