@@ -19,9 +19,8 @@ def main(warm="warm.pt"):
     engine, _, _, _ = deepspeed.initialize(
         model=model, model_parameters=model.parameters(), config=CONFIG
     )
-    engine.module.load_state_dict(
-        torch.load(warm)
-    )  # expect: deepspeed-weights-loaded-after-initialize
+    state = torch.load(warm)
+    engine.module.load_state_dict(state)  # expect: deepspeed-weights-loaded-after-initialize
     for _ in range(100):
         loss = engine(torch.randn(8, 16, device=engine.device)).pow(2).mean()
         engine.backward(loss)
