@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 from ddpadvisor.i18n import t
 from ddpadvisor.tui.curves import Curves, Line
-from ddpadvisor.tui.widgets.rank_plot import MARKERS, RANK_STYLES, _thin
+from ddpadvisor.tui.widgets.rank_plot import MARKERS, RANK_STYLES, _thin, blank_figure
 
 REFERENCE = "·"
 REFERENCE_STYLE = "$text-muted"
@@ -40,14 +40,7 @@ def style(lines: list[Line], line: Line) -> str:
 
 
 def plot_text(lines: list[Line], width: int, height: int) -> str:
-    import plotext as plt
-
-    fig = plt.figure
-    fig.clear()
-    plt.terminal.limit(False, False)  # size the plot by the widget, not the real terminal
-    fig.plot_size(width, height)
-    fig.theme("colorless")
-    fig.legend(False)
+    fig = blank_figure(width, height)
     top = max(y for line in lines for _, y in line.points)
     # the reference first, so that the run's own lines are drawn over it
     for line in sorted(lines, key=lambda x: not x.reference):

@@ -35,15 +35,21 @@ def _thin(points: Points, most: int) -> Points:
     return [points[round(i * step)] for i in range(most)]
 
 
-def plot_text(title: str, by_rank: dict[int, Points], width: int, height: int) -> str:
+def blank_figure(width: int, height: int) -> Any:
+    """plotext's figure, cleared and sized to the widget (not the real terminal), colourless."""
     import plotext as plt
 
     fig = plt.figure
     fig.clear()
-    plt.terminal.limit(False, False)  # size the plot by the widget, not the real terminal
+    plt.terminal.limit(False, False)
     fig.plot_size(width, height)
     fig.theme("colorless")
     fig.legend(False)
+    return fig
+
+
+def plot_text(title: str, by_rank: dict[int, Points], width: int, height: int) -> str:
+    fig = blank_figure(width, height)
     for i, rank in enumerate(sorted(by_rank)):
         points = _thin(by_rank[rank], max(2, width * 2))
         xs = [p[0] for p in points]
