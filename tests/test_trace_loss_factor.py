@@ -49,3 +49,59 @@ def test_loss_factor_is_read_through_the_ddp_sink() -> None:
         ("True", 0.25, 0.125),
         ("False", 0.25, 0.125),
     ]
+
+
+IDENTITY_PROBE = """
+import torch
+from ddpadvisor_trace_agent.core import _loss_factor
+
+class PreBackwardFunctionForModule(torch.autograd.Function):
+    # the shape of DeepSpeed ZeRO-3's wrapper on a module's outputs: identity, runs code in backward
+    @staticmethod
+    def forward(ctx, out):
+        return out.detach()
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+class Halve(torch.autograd.Function):
+    # a custom function that is no identity: the walk must stop at it
+    @staticmethod
+    def forward(ctx, out):
+        return out / 2
+    @staticmethod
+    def backward(ctx, grad):
+        return grad / 2
+
+class LossNet(torch.nn.Module):
+    # returns its own loss, as HF models do; a full backward hook wraps that output
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+    def forward(self, x):
+        return self.lin(x).pow(2).sum() / torch.tensor(4.0)
+
+net = LossNet()
+net.register_full_backward_hook(lambda *a: None)
+x = torch.randn(3, 4)
+loss = net.lin(x).pow(2).sum() / torch.tensor(8.0)
+print("zero3", _loss_factor(PreBackwardFunctionForModule.apply(loss) * 2, [])[0])
+print("hooked", _loss_factor(net(x) * 2, [])[0])
+print("opaque", _loss_factor(Halve.apply(loss) * 2, [])[0])
+"""
+
+
+def test_loss_factor_is_read_through_identity_wrappers_only() -> None:
+    """ZeRO-3 wraps module outputs in an identity autograd function: the Trainer's
+    ``loss / num_items_in_batch * num_processes`` read there as a bare ``* 2`` (2 ranks), i.e.
+    a loss multiplied by the world size and not divided by the accumulation."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
+    env["PYTHONPATH"] = os.pathsep.join([str(agent_dir()), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", IDENTITY_PROBE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = dict(line.split() for line in proc.stdout.splitlines())
+    assert float(got["zero3"]) == 0.25  # * 2 / 8, through the wrapper
+    assert float(got["opaque"]) == 2.0  # the walk stops at a function it does not know
+    assert float(got["hooked"]) == 0.5  # * 2 / 4, through the hook on the module's output

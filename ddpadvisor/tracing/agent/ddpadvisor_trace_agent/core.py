@@ -850,8 +850,8 @@ def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
             break
         name = type(fn).__name__
         if _is_identity_sink(fn):
-            # DDP passes its outputs through ``_DDPSink`` (an identity) when it must find
-            # unused parameters: follow the edge of the output this loss came from.
+            # an identity wrapper (DDP's ``_DDPSink``, ZeRO-3's pre-backward function):
+            # follow the edge of the output this loss came from
             edges = fn.next_functions
             if not 0 <= nr < len(edges) or edges[nr][0] is None:
                 break
@@ -881,10 +881,27 @@ def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
     return factor, False
 
 
+# Autograd functions that frameworks wrap around a module's outputs (or inputs) only to run
+# code in backward, handing every gradient through unchanged: DDP's ``_DDPSink`` (when it must
+# find unused parameters), torch's ``BackwardHookFunction`` (full backward hooks), and DeepSpeed
+# ZeRO-3's pre/post-backward functions, which gather and release partitioned parameters
+# (deepspeed/runtime/zero/parameter_offload.py). A loss factor is read through them.
+IDENTITY_FUNCTIONS = frozenset(
+    {
+        "_DDPSink",
+        "BackwardHookFunction",
+        "PreBackwardFunctionForModule",
+        "PostBackwardFunctionModule",
+        "PreBackwardFunction",
+        "PostBackwardFunction",
+    }
+)
+
+
 def _is_identity_sink(fn: Any) -> bool:
-    """The backward node of DDP's ``_DDPSink``, which hands each output's gradient through."""
+    """The backward node of a function that hands each output's gradient through unchanged."""
     cls = getattr(fn, "_forward_cls", None)
-    return getattr(cls, "__name__", "") == "_DDPSink" and len(fn.next_functions) > 0
+    return getattr(cls, "__name__", "") in IDENTITY_FUNCTIONS and len(fn.next_functions) > 0
 
 
 def _optimizer_record(opt: Any) -> dict[str, Any]:
