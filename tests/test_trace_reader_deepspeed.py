@@ -124,6 +124,20 @@ def test_backward_calls_per_engine_window(tmp_path, kb, calls, ratio):  # type: 
     assert facts["ds_backwards_per_accumulation_window"] == ratio
 
 
+@pytest.mark.parametrize(
+    ("stage", "says"),
+    [(0, "all summed"), (1, "only the last"), (2, "only the last"), (3, "all summed")],
+)
+def test_a_stretched_window_says_what_the_stage_keeps(tmp_path, kb, stage, says):  # type: ignore[no-untyped-def]
+    """bench/deepspeed_step_window.py (DeepSpeed 0.19.8): a step over a stretched window sums
+    every micro-batch on stages 0 and 3 and keeps only the last one on ZeRO-1/2."""
+    window = {"steps": 2, "bwd": 4, "bnd": [False, False, True, True]}
+    obs = read_trace(kb, _trace(tmp_path, _engine(stage), [window] * 6)).observations
+    (found,) = [o for o in obs if o.fact == "ds_backwards_per_accumulation_window"]
+    assert found.value == 2.0
+    assert says in found.detail
+
+
 def test_fp16_overflows_after_the_scale_settled_are_counted(tmp_path, kb):  # type: ignore[no-untyped-def]
     """DeepSpeed's dynamic scaler starts high and halves on each overflow: the leading skips
     are calibration; overflows after a clean step are not."""

@@ -55,10 +55,10 @@ class DeepSpeedReader(Context):
                 )
             elif "float32" in (ds.get("dtypes") or ["float32"]):
                 self.add("precision", "fp32", detail="DeepSpeed engine with float32 weights")
-        self._engine_calls(ds)
+        self._engine_calls(ds, stage)
         self._loaded_after_engine(stage)
 
-    def _engine_calls(self, ds: dict[str, object]) -> None:
+    def _engine_calls(self, ds: dict[str, object], stage: int) -> None:
         """``engine.backward`` calls per optimizer step over the engine's
         gradient_accumulation_steps: 1 when the loop calls ``engine.step()`` on every
         micro-batch, or when the caller owns the boundary (accelerate sets it with
@@ -90,9 +90,15 @@ class DeepSpeedReader(Context):
             where = f"rank {rank} step {s}"
             detail = (
                 f"{bwd} engine.backward calls and {steps} engine.step calls made optimizer step "
-                f"{s}, where the config's gradient_accumulation_steps is {gas}: the loop "
-                f"accumulates on top of the engine, so each optimizer step sums {_fmt(value)} "
-                "times the micro-batches the config says"
+                f"{s}, where the config's gradient_accumulation_steps is {gas}: the loop's "
+                f"window stretches the engine's to {_fmt(value)} times the micro-batches the "
+                "config says, "
+                + (
+                    f"and under ZeRO-{stage} the step uses only the last of them (each "
+                    "boundary backward replaces the gradient partition the one before stored)"
+                    if stage in (1, 2)
+                    else "all summed, each divided by gradient_accumulation_steps only"
+                )
             )
         self.add("ds_backwards_per_accumulation_window", value, where=where, detail=detail)
 
