@@ -214,19 +214,21 @@ def test_measured_healthy_job_ranks_the_catch_all_first(engine: Engine) -> None:
         elif fact.type == "enum":
             value = mode
         elif fact.type in ("int", "float"):
-            value = _representative(fact.bins or [], mode)
+            value = _representative(fact.bins or [], mode, fact.min, fact.max)
         else:
             continue
         healthy[fact.id] = value
     assert _rank(engine, healthy)[0] == "other"
 
 
-def _representative(edges: list[float], label: str) -> float:
-    """A number inside the class ``label`` of a binned fact."""
+def _representative(
+    edges: list[float], label: str, low: float | None = None, high: float | None = None
+) -> float:
+    """A number inside the class ``label`` of a binned fact (and inside its min..max)."""
     if label.startswith("<"):
-        return edges[0] - 1
+        return edges[0] - 1 if low is None else low
     if label.startswith(">="):
-        return edges[-1] + 1
+        return edges[-1] + 1 if high is None else high
     lo, hi = (float(x) for x in label.split(".."))
     return (lo + hi) / 2
 

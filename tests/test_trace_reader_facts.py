@@ -361,3 +361,64 @@ def test_accelerate_steps_the_schedule_per_process_only_when_it_connected_them(
         recs.append({"k": "end", "why": "exit", "s": 3, "sched": 6 if wrapped else 3})
     got = _facts(kb, _write(tmp_path / "t", per_rank))["scheduler_steps_per_optimizer_step"]
     assert got.value == pytest.approx(1.0)
+
+
+def _values(kb: Any, folder: Path) -> dict[str, Any]:
+    return {o.fact: o.value for o in read_trace(kb, folder).observations}
+
+
+def _token_trace(
+    kept: dict[int, list[int]], reduction: str, factor: float | dict[int, float]
+) -> dict[int, list[dict[str, Any]]]:
+    """Two ranks, one loss call per step keeping ``kept[rank][step]`` of 32 targets; the loss
+    reaches backward with ``factor`` (a constant, or per step on rank 0 the constant that a
+    division by a count makes)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for rank in (0, 1):
+        recs: list[dict[str, Any]] = [_start(rank), _wrap()]
+        for s, n in enumerate(kept[rank], start=1):
+            f = factor[s] if isinstance(factor, dict) else factor
+            step = _step(s, [[float(s), float(rank)]])
+            step.update(ce=[[n, 32, reduction]], fac=[f])
+            recs.append(step)
+        out[rank] = recs
+    return out
+
+
+KEPT = {0: [4, 30, 6, 28, 5], 1: [29, 5, 31, 4, 30]}
+
+
+@pytest.mark.parametrize(
+    ("reduction", "factor", "normalised"),
+    [
+        ("m", 1.0, False),  # a per-rank mean, as it is
+        # summed, divided by the targets kept on both ranks, times the world size (HF Trainer)
+        ("s", {s + 1: 2 / (KEPT[0][s] + KEPT[1][s]) for s in range(5)}, True),
+        ("s", {s + 1: 1 / KEPT[0][s] for s in range(5)}, False),  # summed, over its own count
+        ("s", 0.01, None),  # divided by something else: not said
+    ],
+)
+def test_what_a_token_loss_is_divided_by(tmp_path, kb, reduction, factor, normalised):  # type: ignore[no-untyped-def]
+    facts = _values(kb, _write(tmp_path / "t", _token_trace(KEPT, reduction, factor)))
+    assert facts["variable_length_sequences"] is True
+    assert facts["token_count_imbalance"] >= 5
+    assert facts.get("loss_normalised_by_global_tokens") is normalised
+
+
+def test_a_loss_that_keeps_every_target_is_no_variable_length_batch(tmp_path, kb):  # type: ignore[no-untyped-def]
+    full = {0: [32] * 5, 1: [32] * 5}
+    facts = _values(kb, _write(tmp_path / "t", _token_trace(full, "m", 1.0)))
+    assert facts["variable_length_sequences"] is False
+    assert facts["token_count_imbalance"] == 1
+    assert "loss_normalised_by_global_tokens" not in facts
+
+
+def test_updates_rounded_away_in_low_precision_weights(tmp_path, kb):  # type: ignore[no-untyped-def]
+    per_rank = {}
+    for rank in (0, 1):
+        wrap = _wrap() | {"dtypes": ["bfloat16"]}
+        steps = [_step(s, [[float(s), float(rank)]]) | {"lowp": [48, 64]} for s in range(1, 4)]
+        per_rank[rank] = [_start(rank), wrap, *steps]
+    facts = _values(kb, _write(tmp_path / "t", per_rank))
+    assert facts["precision"] == "pure_bf16"
+    assert facts["low_precision_updates_lost"] == 0.75

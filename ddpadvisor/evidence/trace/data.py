@@ -67,28 +67,120 @@ class DataReader(Context):
             )
 
     def _tokens(self) -> None:
-        """Largest over smallest per-rank target-token count, per step (labels != -100)."""
+        """Per-rank target-token counts per step: what the classification losses kept (``ce``:
+        targets not equal to ``ignore_index``), else the labels (!= -100) or attention mask of
+        the forward inputs (``tok``). From the losses also whether the batches hold variable
+        numbers of targets, and whether a per-rank mean over unequal counts reached backward."""
         if len(self.ranks) < 2:
             return
+        ce = all(t.steps[s].get("ce") for t in self.ranks for s in self.common_steps)
         ratios = []
         for s in self.common_steps:
-            counts = [sum(t.steps[s].get("tok") or []) for t in self.ranks]
-            if all(isinstance(c, (int, float)) for c in counts) and all(
-                t.steps[s].get("tok") for t in self.ranks
-            ):
+            if ce:
+                counts = [sum(c[0] for c in t.steps[s]["ce"]) for t in self.ranks]
+            else:
+                counts = [sum(t.steps[s].get("tok") or []) for t in self.ranks]
+                if not all(t.steps[s].get("tok") for t in self.ranks):
+                    continue
+            if all(isinstance(c, (int, float)) for c in counts):
                 ratios.append((max(counts) / max(min(counts), 1), s))
         if len(ratios) < 3:
             return
         ordered = sorted(r for r, _ in ratios)
         p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
         worst, at = max(ratios)
+        what = "targets the loss kept" if ce else "target tokens"
         self.add(
             "token_count_imbalance",
             p90,
             where=f"step {at}" if worst > 1 else None,
-            detail=f"per-rank target tokens differ up to {_fmt(worst)}x (step {at}); "
+            detail=f"per-rank {what} differ up to {_fmt(worst)}x (step {at}); "
             f"90th percentile {_fmt(p90)}x over {len(ratios)} steps",
         )
+        if ce:
+            self._loss_normaliser(worst, at)
+
+    def _loss_normaliser(self, worst: float, at: int) -> None:
+        """From the losses' own calls: targets ignored (padding) and counts that vary make
+        variable-length batches; a ``reduction="mean"`` loss over counts that differ between
+        ranks, reaching backward as it is (or over the accumulation count), is a per-rank
+        mean that DDP then averages with equal weight per rank."""
+        calls = [c for t in self.ranks for s in self.common_steps for c in t.steps[s]["ce"]]
+        if not all(isinstance(c[0], int) and isinstance(c[1], int) for c in calls):
+            return
+        padded = sum(1 for c in calls if c[0] < c[1])
+        varies = len({c[0] for c in calls}) > 1
+        if padded and varies:
+            self.add(
+                "variable_length_sequences",
+                True,
+                detail=f"{padded} of {len(calls)} loss calls ignored some targets "
+                "(ignore_index) and the kept counts vary",
+            )
+        elif not padded:
+            self.add(
+                "variable_length_sequences",
+                False,
+                detail=f"every one of {len(calls)} loss calls kept all its targets",
+            )
+            return
+        if all(c[2] == "s" for c in calls):
+            self._summed_loss_divisor()
+            return
+        if worst <= 1 or any(c[2] != "m" for c in calls):
+            return
+        steps = [t.steps[s] for t in self.ranks for s in self.common_steps]
+        if any(any(r.get("tdiv") or []) for r in steps):
+            return  # divided by a count tensor afterwards: maybe a global one
+        accum = max(1, self.accum)
+        plain = all(
+            isinstance(f, (int, float)) and (abs(f - 1) < 1e-6 or abs(f * accum - 1) < 1e-6)
+            for r in steps
+            for f in r.get("fac") or []
+        )
+        if plain:
+            self.add(
+                "loss_normalised_by_global_tokens",
+                False,
+                where=f"step {at}",
+                detail="each rank's loss is a mean over its own kept targets "
+                f"(reduction='mean'); the counts differ between ranks up to {_fmt(worst)}x "
+                f"(step {at}), and DDP averages the ranks' gradients with equal weight",
+            )
+
+    def _summed_loss_divisor(self) -> None:
+        """A summed token loss divided by a constant before backward (``fac``): by the targets
+        kept on all ranks (this micro-batch's, or the accumulation window's; times the world
+        size when the framework multiplies back, as the HF Trainer does) is a global
+        normalisation; by this rank's own count, a per-rank one. A count on a GPU is no
+        constant (``tdiv``): nothing is said."""
+        world = len(self.ranks)
+        verdicts: list[bool | None] = []
+        for s in self.common_steps:
+            per_rank = [t.steps[s]["ce"] for t in self.ranks]
+            factors = self.r0.steps[s].get("fac") or []
+            if len({len(c) for c in per_rank}) != 1 or len(per_rank[0]) != len(factors):
+                continue
+            kept = [[c[0] for c in calls] for calls in per_rank]
+            mine = kept[self.ranks.index(self.r0)]
+            for i, f in enumerate(factors):
+                if not isinstance(f, (int, float)) or f <= 0:
+                    continue
+                global_counts = (sum(k[i] for k in kept), sum(sum(k) for k in kept))
+                local_counts = (mine[i], sum(mine))
+                if any(_near(f * g, m) for g in global_counts for m in (1, world)):
+                    verdicts.append(True)
+                elif any(_near(f * n, 1) for n in local_counts):
+                    verdicts.append(False)
+                else:
+                    verdicts.append(None)
+        if len(verdicts) < 3 or len(set(verdicts)) != 1 or verdicts[0] is None:
+            return
+        if verdicts[0]:
+            detail = "the summed loss is divided by the targets kept on all ranks"
+        else:
+            detail = "the summed loss is divided by this rank's own count of kept targets"
+        self.add("loss_normalised_by_global_tokens", verdicts[0], detail=detail)
 
     def _samplers(self) -> None:
         per_rank: dict[int, list[Record]] = {}
@@ -243,3 +335,7 @@ class DataReader(Context):
                 self.add("calls_set_epoch", False, detail=f"{detail}: every epoch reuses one order")
         elif calls:
             self.add("calls_set_epoch", True)
+
+
+def _near(x: float, target: float) -> bool:
+    return abs(x - target) <= 1e-4 * max(1.0, abs(target))

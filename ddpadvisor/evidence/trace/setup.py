@@ -47,6 +47,7 @@ class SetupReader(Context):
                 )
             elif self.common_steps:
                 self.add("precision", "fp32", detail="no autocast seen; float32 weights")
+        self._lost_updates()
         if self.common_steps:
             scaler = any(r.get("scaler") for r in self._cfg())
             self.add("uses_grad_scaler", scaler)
@@ -117,4 +118,29 @@ class SetupReader(Context):
             detail=f"{_ranks_text(loaders)} loaded {'/'.join(map(str, kinds))} state into the wrapped "
             f"job after wrapping"
             + (f"; {_ranks_text(idle)} did not" if idle else "; the ranks did it differently"),
+        )
+
+    def _lost_updates(self) -> None:
+        """Sampled float16/bfloat16 weights the optimizer stepped in place (``lowp``: rounded
+        away, sampled): the share whose update left the stored value unchanged although the
+        gradient was non-zero."""
+        lost = sampled = 0
+        for t in self.ranks:
+            for r in t.steps.values():
+                pair = r.get("lowp")
+                if (
+                    isinstance(pair, list)
+                    and len(pair) == 2
+                    and all(isinstance(x, int) for x in pair)
+                ):
+                    lost += pair[0]
+                    sampled += pair[1]
+        if not sampled:
+            return
+        share = lost / sampled
+        self.add(
+            "low_precision_updates_lost",
+            round(share, 4),
+            detail=f"{lost} of {sampled} sampled updates of float16/bfloat16 weights left the "
+            "weight unchanged (the update was smaller than half the weight's last bit)",
         )

@@ -10,7 +10,8 @@ It only uses torch's extension points and thin wrappers around public entry poin
   ``require_backward_grad_sync`` flag, forwards that bypass the wrapper;
 * global module/parameter registration hooks: modules created after wrapping;
 * wrappers of ``Tensor.backward``, ``zero_grad``, ``clip_grad_norm_``, ``GradScaler``,
-  LR schedulers, ``BatchSampler``/``DistributedSampler``, ``load_state_dict``, ``autocast``.
+  LR schedulers, ``BatchSampler``/``DistributedSampler``, ``load_state_dict``, ``autocast``,
+  and the classification losses (``cross_entropy``, ``nll_loss``: the targets each one kept).
 
 Each rank writes ``rank<R>.jsonl`` in ``$DDPADVISOR_TRACE``: one JSON object per line, written
 and flushed per record. Per-step values stay tensors on their device; records holding CUDA

@@ -56,6 +56,10 @@ def _sharded(t: Any) -> bool:
 # Optimizers whose state is partitioned across ranks: each rank holds the state of its own
 # parameters only, so optimizer state is never compared across ranks for them.
 PARTITIONED_OPTIMIZERS = ("ZeroRedundancyOptimizer",)
+# Updates rounded away: at most this many float16/bfloat16 tensors per step, this many elements
+# each (a fixed stride), compared before and after the optimizer's step
+LOWP_TENSORS = 16
+LOWP_SAMPLE = 64
 
 
 def _stack(tensors: list[Any]) -> Any:
@@ -182,6 +186,7 @@ class Window:
         self.backwards: list[Backward] = []
         self.digests: list[Any] = []
         self.tokens: list[Any] = []
+        self.ce: list[list[Any]] = []  # [kept targets, targets, reduction] (hooks/losses.py)
         self.fwd_flags: list[bool] = []
         self.bypass = 0
         self.zero_calls = 0
@@ -197,6 +202,7 @@ class Window:
         self.rng: list[list[Any]] = []
         self.batch: int | None = None
         self.ds: dict[str, Any] | None = None  # DeepSpeed engine calls (hooks/deepspeed.py)
+        self.lowp: list[Any] = []  # [updates rounded away, sampled] (Agent._count_lost_updates)
 
 
 class Agent:
@@ -217,6 +223,8 @@ class Agent:
         self.ddps: list[weakref.ref[Any]] = []
         self.ddp_info: dict[int, dict[str, Any]] = {}
         self.ds_info: dict[int, dict[str, Any]] = {}  # DeepSpeed engines (hooks/deepspeed.py)
+        # (param, sampled indices, values, gradient non-zero) before a step of fp16/bf16 weights
+        self.lowp_sample: list[tuple[Any, Any, Any, Any]] = []
         self.ds_in_step = 0  # > 0 while a DeepSpeed engine's step() runs
         self.ds_check: Any = None  # a check due once that step() returns
         self.wrapped_modules: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -530,6 +538,8 @@ class Agent:
         self.opt_stack.append(id(opt))
         current = self.primary() if self.primary is not None else None
         first = outermost and self.step == 0 and not self.first_checked
+        if outermost and (current is None or current is opt):
+            self.safe("lowp", self._sample_low_precision, opt)
         if first and self.ddps and (current is None or current is opt):
             # Replicas as the first step's forward and backward saw them: DDP broadcast them
             # at wrapping, so a difference now was made on some ranks since then (and an
@@ -550,7 +560,39 @@ class Agent:
             self.opt_seen.add(id(opt))
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
         if self.is_primary(opt):
+            self.safe("lowp", self._count_lost_updates)
             self.end_step(opt, skipped=False)
+        self.lowp_sample = []
+
+    def _sample_low_precision(self, opt: Any) -> None:
+        """Before a step: a fixed sample of the float16/bfloat16 parameters the optimizer steps
+        in place (no float32 master copy), their values and where their gradient is non-zero."""
+        self.lowp_sample = []
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if len(self.lowp_sample) >= LOWP_TENSORS:
+                    return
+                if p.dtype not in (torch.float16, torch.bfloat16) or p.grad is None:
+                    continue
+                flat = rt._local(p).detach().reshape(-1)
+                grad = rt._local(p.grad).detach().reshape(-1)
+                if flat.numel() == 0 or grad.numel() != flat.numel():
+                    continue
+                idx = torch.arange(0, flat.numel(), max(1, flat.numel() // LOWP_SAMPLE))
+                idx = idx[:LOWP_SAMPLE].to(flat.device)
+                self.lowp_sample.append((p, idx, flat[idx].clone(), grad[idx] != 0))
+
+    def _count_lost_updates(self) -> None:
+        """After the step: sampled elements with a non-zero gradient whose value did not move
+        (the update rounded away at the weight's precision), against all such elements."""
+        if not self.lowp_sample:
+            return
+        lost, moved = [], []
+        for p, idx, before, nonzero in self.lowp_sample:
+            after = rt._local(p).detach().reshape(-1)[idx]
+            lost.append(((after == before) & nonzero).sum())
+            moved.append(nonzero.sum())
+        self.window.lowp = [_stack(lost).sum(), _stack(moved).sum()]
 
     def end_step(self, opt: Any, skipped: bool) -> None:
         self.write_pending_step()
@@ -579,6 +621,10 @@ class Agent:
             rec["dig"] = w.digests
         if w.tokens:
             rec["tok"] = w.tokens
+        if w.ce:
+            rec["ce"] = w.ce
+        if w.lowp:
+            rec["lowp"] = w.lowp
         if w.fwd_flags:
             rec["fflag"] = w.fwd_flags
         if w.bypass:

@@ -40,6 +40,8 @@ _STEP_FIELDS = {
     "lr": "list[any]",
     "dig": "list[list]",
     "tok": "list[num?]",
+    "ce": "list[list]",
+    "lowp": "list[num]",
     "byp": "int",
     "zc": "int",
     "zb": "bool",

@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import amp, autograd, clip, data, ddp, deepspeed, distributed, excepthook, modules, optim
+from . import (
+    amp,
+    autograd,
+    clip,
+    data,
+    ddp,
+    deepspeed,
+    distributed,
+    excepthook,
+    losses,
+    modules,
+    optim,
+)
 
 PATCHES: dict[str, ModuleType] = {
     "autograd": autograd,
@@ -20,6 +32,7 @@ PATCHES: dict[str, ModuleType] = {
     "amp": amp,
     "data": data,
     "modules": modules,
+    "losses": losses,
     "deepspeed": deepspeed,
     "excepthook": excepthook,
 }
