@@ -41,6 +41,7 @@ class AccumulationReader(Context):
                 self.add("synced_backwards_per_optimizer_step", mean, detail=detail)
                 self.add("extra_backward_through_ddp", mean >= 1.5, detail=detail)
         else:
+            self._extra_synced_backwards(steps, micro)
             windows = [r for r in steps if len(r["loss"]) >= 2]
             zeroed = [r["s"] for r in windows if r.get("zb")]
             if windows:
@@ -107,3 +108,33 @@ class AccumulationReader(Context):
                         f"{per}: divided by the world size, and DDP averages again"
                     )
                 self.add("loss_divided_by_world_size", by_world, detail=detail)
+
+    def _extra_synced_backwards(self, steps: list[dict[str, object]], micro: list[int]) -> None:
+        """With accumulation: backward passes that synchronised beyond what the window needs.
+        A window that skips the sync on some micro-batches (no_sync) needs one synchronising
+        backward, its last; a window that never skips it, one per micro-batch. More than that
+        in most windows is an auxiliary backward through the DDP model outside no_sync."""
+        counted = extra = 0
+        excess = []
+        for r, k in zip(steps, micro):
+            syn = r.get("syn")
+            if not isinstance(syn, list) or not syn:
+                continue
+            synced = sum(1 for x in syn if x)
+            needed = 1 if any(x is False for x in syn) else k
+            counted += 1
+            if synced > needed:
+                extra += 1
+                excess.append(synced / needed)
+        if counted < 3:
+            return
+        if extra / counted >= 0.5:
+            mean = sum(excess) / len(excess)
+            detail = (
+                f"{extra} of {counted} accumulation windows ran more gradient-synchronising "
+                f"backward passes than the window needs ({_fmt(mean)}x): an auxiliary backward "
+                "goes through the DDP model outside no_sync"
+            )
+            self.add("extra_backward_through_ddp", True, detail=detail)
+        elif extra == 0:
+            self.add("extra_backward_through_ddp", False)
