@@ -447,3 +447,22 @@ def test_synchronising_backwards_beyond_the_window(tmp_path, kb, syn, extra):  #
     facts = _values(kb, _write(tmp_path / "t", per_rank))
     assert facts["grad_accum_steps"] == 2
     assert facts["extra_backward_through_ddp"] is extra
+
+
+@pytest.mark.parametrize(
+    ("lrs", "warmup"),
+    [
+        ([0.5, 1.0, 1.0, 0.9, 0.8, 0.7], 2),  # linear warmup over 2 steps, then decay
+        ([0.0, 0.5, 1.0, 1.0, 1.0, 1.0], 2),  # warmup from zero: the step at 0 is not counted
+        ([1.0, 1.0, 0.9, 0.8, 0.7, 0.6], 0),  # no warmup: decays from the first step
+        ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], None),  # still rising when the trace ends
+        ([0.2, 0.4, 0.6, 0.8, 1.0, 0.9], None),  # the peak too close to the end to be one
+    ],
+)
+def test_warmup_as_the_run_used_the_learning_rate(tmp_path, kb, lrs, warmup):  # type: ignore[no-untyped-def]
+    per_rank = {}
+    for rank in (0, 1):
+        steps = [_step(s, [[float(s), float(rank)]]) | {"lr": [lr]} for s, lr in enumerate(lrs, 1)]
+        per_rank[rank] = [_start(rank), _wrap(), *steps]
+    facts = _values(kb, _write(tmp_path / "t", per_rank))
+    assert facts.get("warmup_steps") == warmup

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from ddpadvisor.evidence.trace.common import _covers
 from ddpadvisor.evidence.trace.context import Context
 from ddpadvisor.evidence.trace.frameworks import scheduler_driver
@@ -11,6 +13,7 @@ class ScheduleReader(Context):
     """The LR scheduler against the optimizer steps."""
 
     def scheduler(self) -> None:
+        self._warmup_from_lr()
         t = self.r0
         if not t.kind("sched") or not t.steps:
             return
@@ -49,3 +52,45 @@ class ScheduleReader(Context):
                 f": the scheduler steps on every micro-batch ({self.accum} per optimizer step)"
             )
         self.add("scheduler_steps_per_optimizer_step", ratio, detail=detail)
+
+    def _warmup_from_lr(self) -> None:
+        """warmup_steps as the run used the learning rate (the first param group's, recorded
+        at each optimizer step): 0 when the first step already ran at the highest rate seen;
+        otherwise the steps it took to rise to its peak, when the rate then held or fell for
+        at least as long again. A rate still rising when the trace ends says nothing."""
+        lrs = []
+        for s in sorted(self.r0.steps):
+            values = self.r0.steps[s].get("lr")
+            lr = values[0] if isinstance(values, list) and values else None
+            if not isinstance(lr, (int, float)) or isinstance(lr, bool) or lr != lr:
+                return
+            lrs.append(float(lr))
+        if len(lrs) < 4:
+            return
+        peak = max(lrs)
+        if peak <= 0:
+            return
+        top = next(i for i, v in enumerate(lrs) if v >= peak * (1 - 1e-6))
+        if top == 0:
+            self.add(
+                "warmup_steps",
+                0,
+                detail=f"the first optimizer step already ran at the highest learning rate of "
+                f"the {len(lrs)} traced ({_num(lrs[0])})",
+            )
+            return
+        rising = all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(lrs[: top + 1]))
+        if not rising or len(lrs) - 1 - top < top:
+            return  # not a ramp, or the trace ends before the peak is clearly past
+        warmup = top if lrs[0] == 0 else top + 1
+        self.add(
+            "warmup_steps",
+            warmup,
+            where=f"step {top + 1}",
+            detail=f"the learning rate rose from {_num(lrs[0])} to {_num(peak)} over the first "
+            f"{warmup} optimizer steps",
+        )
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}"
