@@ -24,6 +24,14 @@ def no_sync(rc: RuleContext) -> None:
         rc.say("final_micro_step_synced", sync.last_synced)
         return
     acc = a.accum
+    if acc.style == "framework" and _deepspeed_plugin(rc):
+        # accelerate enters the engine's no_sync only below ZeRO-2, and a DeepSpeed engine
+        # reduces (or keeps) gradients by its own rules: accumulate() says nothing of no_sync
+        rc.warn(
+            f"{acc.k_where}: accelerator.accumulate() under a DeepSpeedPlugin: no_sync is "
+            "used only at ZeRO stage 0 or 1; not decided"
+        )
+        return
     if acc.style == "framework":
         rc.emit(
             "uses_no_sync",
@@ -151,3 +159,14 @@ def _tail_sync(rc: RuleContext, tail: Event) -> None:
             fwd.where,
             "the last micro-step runs after the no_sync block",
         )
+
+
+def _deepspeed_plugin(rc: RuleContext) -> bool:
+    """The script hands accelerate a DeepSpeed plugin (``DeepSpeedPlugin(...)``, or
+    ``Accelerator(deepspeed_plugin=...)`` / ``deepspeed_plugins=``)."""
+    for e in rc.a.calls():
+        if e.name.rsplit(".", 1)[-1] == "DeepSpeedPlugin":
+            return True
+        if any(k in ("deepspeed_plugin", "deepspeed_plugins") for k in e.kwargs):
+            return True
+    return False
