@@ -125,7 +125,7 @@ def selected(folder: Path, name: str | None) -> bool:
     return name in (folder.name, framework)
 
 
-def run_folder(engine: Any, folder: Path, out: Path) -> list[Row]:
+def run_folder(engine: Any, folder: Path, out: Path, plain: bool = True) -> list[Row]:
     rows = []
     for case in load_cases(folder):
         trace_dir = out / folder.name / case.script.stem
@@ -137,7 +137,7 @@ def run_folder(engine: Any, folder: Path, out: Path) -> list[Row]:
             continue
         # outcome.case names the script that ran (a variant written from notes: its copy)
         plain_log = out / "plain" / folder.name / f"{case.script.stem}.log"
-        plain_s, plain_rc = run_plain(outcome.case, plain_log)
+        plain_s, plain_rc = run_plain(outcome.case, plain_log) if plain else (None, None)
         row = Row(case, outcome, plain_s, plain_rc, problems(outcome))
         rows.append(row)
         print_row(row)
@@ -148,7 +148,9 @@ def print_row(row: Row) -> None:
     o = row.outcome
     assert o is not None
     steps = " ".join(f"r{r}={n}" for r, n in sorted(o.steps.items())) or "none"
-    if row.plain_s is None or row.plain_rc is None:
+    if row.plain_s is None and row.plain_rc is None:
+        timing = f"traced {o.seconds:.1f} s (no plain run)"
+    elif row.plain_s is None or row.plain_rc is None:
         timing = f"traced {o.seconds:.1f} s, plain timed out"
     else:
         overhead = 100.0 * (o.seconds - row.plain_s) / row.plain_s
@@ -225,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     part = ap.add_mutually_exclusive_group()
     part.add_argument("--held-out", action="store_true", help="the held-out zoo too")
     part.add_argument("--only-held-out", action="store_true", help="the held-out zoo alone")
+    ap.add_argument(
+        "--no-plain", action="store_true", help="skip the untraced run (no overhead figures)"
+    )
     args = ap.parse_args(argv)
 
     parts: list[tuple[str, Path]] = []
@@ -260,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     continue
                 print(f"== {name} {folder.name} ({framework})", flush=True)
-                rows += run_folder(engine, folder, Path(tmp) / name)
+                rows += run_folder(engine, folder, Path(tmp) / name, plain=not args.no_plain)
             summary(name, rows)
             print(f"  load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
