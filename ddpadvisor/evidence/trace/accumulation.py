@@ -110,10 +110,13 @@ class AccumulationReader(Context):
                 self.add("loss_divided_by_world_size", by_world, detail=detail)
 
     def _extra_synced_backwards(self, steps: list[dict[str, object]], micro: list[int]) -> None:
-        """With accumulation: backward passes that synchronised beyond what the window needs.
-        A window that skips the sync on some micro-batches (no_sync) needs one synchronising
-        backward, its last; a window that never skips it, one per micro-batch. More than that
-        in most windows is an auxiliary backward through the DDP model outside no_sync."""
+        """With accumulation: auxiliary backward passes that synchronised. A window with more
+        backward passes than micro-batches runs a second backward on some micro-batch (an
+        auxiliary loss); it needs one synchronising backward when it skips the sync on some
+        (no_sync), one per micro-batch when it never does. More in most such windows is an
+        auxiliary backward through the DDP model outside no_sync. Several syncs in a window
+        of one backward per micro-batch (a no_sync period out of step with the optimizer's)
+        reduce the gradients more often, not twice."""
         counted = extra = 0
         excess = []
         for r, k in zip(steps, micro):
@@ -123,7 +126,7 @@ class AccumulationReader(Context):
             synced = sum(1 for x in syn if x)
             needed = 1 if any(x is False for x in syn) else k
             counted += 1
-            if synced > needed:
+            if len(syn) > k and synced > needed:
                 extra += 1
                 excess.append(synced / needed)
         if counted < 3:
