@@ -91,6 +91,9 @@ PARTIAL = "partial"  # functools.partial(f, ...): items = (f, *its args), mappin
 # One of several values, chosen by a test the scan cannot decide: items = the alternatives,
 # node = the test (``a if test else b``; a helper that returns one of them).
 ALTERNATIVES = "ifexp"
+# A model's method taken without calling it (``ctx = model.no_sync``): items = (the model,),
+# canon = the method's name; calling it later is that method call.
+BOUND = "bound"
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,10 @@ from ddpadvisor.scan.interp.frames import (
 )
 from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Obj, Op, Val, merge
 
+# A model's methods that make a context manager, read as one even when taken without calling
+# them (``context = model.no_sync``) and entered later.
+_CONTEXT_METHODS = frozenset({"no_sync", "join"})
+
 _UNDEFINED = frozenset({V.UNBOUND})
 SUPER = "super"  # super() inside a method: (the defining class, the instance)
 
@@ -429,6 +433,9 @@ class Expressions(WalkerCore):
                 and name in obj.kwargs
             ):
                 return obj.kwargs[name]
+        if kind in _MODEL_KINDS and kind != V.DDP_MODULE and name in _CONTEXT_METHODS:
+            # ``context = model.no_sync`` then ``with context():``: the method, not a layer
+            return Val(kind=V.BOUND, items=(base,), canon=name)
         if kind == V.DDP:
             if name == "module":
                 inner = obj.wraps if obj is not None else None
@@ -605,14 +612,24 @@ class Expressions(WalkerCore):
             if inner.canon and not ev.name:
                 ev.name = inner.canon
             return self.call_semantics(ev, inner, frame, ctx)
+        if fval.kind == V.BOUND and fval.items and fval.canon:
+            # a model's method taken earlier (``context = model.no_sync``), called now
+            ev.recv, ev.method = fval.items[0], fval.canon
+            ev.name = ev.name or "." + fval.canon
+            return self.method_call(ev, fval.items[0], fval.canon, frame, ctx)
         if fval.kind == V.ALTERNATIVES and fval.items and len(fval.items) == 2:
             # one of two callables a helper or a conditional expression picked: calling it
             # gives one of two results (a context manager on one side only stays "maybe")
             name, args, kwargs = ev.name, list(ev.args), dict(ev.kwargs)
-            got = []
+            recv, method = ev.recv, ev.method
+            got, named = [], []
             for side in fval.items:
                 ev.name, ev.args, ev.kwargs = name, list(args), dict(kwargs)
+                ev.recv, ev.method = recv, method
                 got.append(self.call_semantics(ev, side, frame, ctx))
+                named.append((ev.name, ev.recv, ev.method))
+            # the event is the call of the side that names a method (``model.no_sync``)
+            ev.name, ev.recv, ev.method = next((n for n in named if n[2]), named[-1])
             yes, no = got
             if yes.kind in _CTX_KINDS or no.kind in _CTX_KINDS:
                 return Val(kind=V.ALTERNATIVES, items=(yes, no), node=fval.node)

@@ -240,7 +240,9 @@ class Statements(WalkerCore):
                         frame.exprs[name] = body_exprs[name]
                 continue
             if dist_side is None:
-                val = self._join(stmt, label, name, yes, no, bool(stmt.orelse), rank_switch)
+                val = self._join(
+                    stmt, label, name, yes, no, bool(stmt.orelse), rank_switch, expanded
+                )
                 if job == branches.SOME and _is_data(yes) and _is_data(no):
                     # bound one way on some ranks and another way on the others: the value
                     # depends on the rank (``ckpt = last if is_main_process() else None``)
@@ -261,6 +263,7 @@ class Statements(WalkerCore):
         no: Val,
         has_else: bool,
         rank_switch: bool,
+        test: ast.expr | None = None,
     ) -> Val:
         """What ``name`` holds after an undecided ``if`` that binds it on one or both sides.
 
@@ -282,6 +285,18 @@ class Statements(WalkerCore):
           on the rank or world size are not sites: both sides run in the same job, on
           different ranks, and the rules read those branches themselves.
         """
+        if (
+            has_else
+            and not rank_switch
+            and test is not None
+            and makes_context(yes)
+            and makes_context(no)
+            and reading(yes) != reading(no)
+        ):
+            # ``context = model.no_sync`` on some micro-steps, ``nullcontext`` on the others:
+            # one context chosen by the test each time it runs, as ``a if test else b``
+            # would, not two readings of the whole script
+            return Val(kind=V.ALTERNATIVES, items=(yes, no), node=test)
         if _opaque(yes) and no.kind in _CODE_KINDS:
             return no
         if _opaque(no) and yes.kind in _CODE_KINDS:
