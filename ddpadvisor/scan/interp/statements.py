@@ -163,7 +163,10 @@ class Statements(WalkerCore):
 
     def walk_if(self, stmt: ast.If, frame: Frame, ctx: Ctx) -> None:
         if _is_main_guard(stmt.test):
-            self.walk_block(stmt.body, frame, ctx)
+            # true in the script that was launched; in a module it imports (a sampling
+            # script's ``main`` beside the helper the training script takes from it), false
+            main = frame.scope.module is self.sources.main
+            self.walk_block(stmt.body if main else stmt.orelse, frame, ctx)
             return
         test_val = self.eval(stmt.test, frame, ctx)
         const: bool | None = None
