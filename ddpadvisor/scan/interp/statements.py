@@ -31,7 +31,7 @@ from ddpadvisor.scan.interp.frames import (
     reading,
     union,
 )
-from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Val, merge
+from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Obj, Val, merge
 
 
 class Statements(WalkerCore):
@@ -547,7 +547,7 @@ class Statements(WalkerCore):
             base = self.eval(target.value, frame, ctx)
             obj = self.obj(base)
             if obj is not None:
-                obj.attrs[target.attr] = val
+                obj.attrs[target.attr] = self._store_under(obj, target.attr, val, ctx)
             self.events.append(
                 Event(
                     self.next_seq(),
@@ -594,6 +594,34 @@ class Statements(WalkerCore):
                 )
         elif isinstance(target, ast.Starred):
             self.assign(target.value, val.plain(), None, frame, ctx, stmt)
+
+    def _store_under(self, obj: Obj, attr: str, val: Val, ctx: Ctx) -> Val:
+        """What an object's attribute holds after ``obj.attr = val`` in ``ctx``. Under an
+        ``if`` the scan cannot decide (a hardware check, a config value) that the object was
+        made outside of, the store may not run: a constant is then no longer known (the
+        attribute holds it or what it held before). Tests that every rank of the job takes
+        alike, or that pick ranks, do not count."""
+        if not val.known:
+            return val
+        undecided = [
+            c
+            for c in ctx
+            if isinstance(c, CondCtx)
+            and c.const is None
+            and c.job is None
+            and V.RANK not in c.taint
+            and V.WORLD not in c.taint
+        ]
+        if not undecided:
+            return val
+        made = next((e for e in reversed(self.events) if e.seq <= obj.seq), None)
+        around = set(map(id, made.ctx)) if made is not None and made.seq == obj.seq else set()
+        if all(id(c) in around for c in undecided):
+            return val  # made on the same side of the same tests: the store runs with it
+        before = obj.attrs.get(attr)
+        if before is not None and before.known and before.const == val.const:
+            return val
+        return Val(taint=val.taint | (before.taint if before is not None else frozenset()))
 
     def aug_assign(self, stmt: ast.AugAssign, frame: Frame, ctx: Ctx) -> None:
         cur = (
