@@ -131,6 +131,11 @@ class Expressions(WalkerCore):
                 # ``torch.cuda.amp.autocast if cfg.use_fp16 else nullcontext``: one of two
                 # context makers, entered later; not the first one
                 return Val(kind="ifexp", items=(yes, no), node=self.expand(node.test, frame))
+            dtypes = {apis.dtype_of(v.canon) if v.kind == "symbol" else None for v in (yes, no)}
+            if None not in dtypes and len(dtypes) == 2:
+                # ``torch.bfloat16 if <the GPU supports it> else torch.float32``: one of two
+                # dtypes, not the first
+                return Val(kind="ifexp", items=(yes, no), node=self.expand(node.test, frame))
             if yes.kind is not None and yes.kind == no.kind:
                 return replace(yes, taint=yes.taint | no.taint | test.taint)
             picked = yes if yes.kind is not None else no
