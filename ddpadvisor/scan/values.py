@@ -49,6 +49,7 @@ MUL_WORLD = "mul_world"
 SUM_RED = "red_sum"  # the loss is a sum over samples/tokens
 MEAN_RED = "red_mean"  # the loss is a mean over samples/tokens
 TOKENS = "tokens"  # a count of tokens / non-masked labels
+SIZE = "size"  # a forward output's shape: a count of its samples, not a loss value
 GLOBAL_TOKENS = "global_tokens"  # a token count made global (all_reduce / num_items_in_batch)
 NORM_GLOBAL = "norm_global"  # a loss divided by a global token count
 LEN_DATASET = "len_dataset"

@@ -297,7 +297,7 @@ class Expressions(WalkerCore):
                         taint.add(f"normglobal@{at}")
                     taint.discard(V.SUM_RED)
                     taint.add(V.MEAN_RED)
-                elif V.SUM_RED in left.taint and (V.TOKENS in right.taint or V.DATA in right.taint):
+                elif V.SUM_RED in left.taint and right.taint & {V.TOKENS, V.DATA, V.SIZE}:
                     taint.discard(V.SUM_RED)
                     taint.add(V.MEAN_RED)
             if V.FWD not in right.taint and (
@@ -313,6 +313,15 @@ class Expressions(WalkerCore):
             )
             if V.FWD in fwd_side.taint and other_node is not None and len(ops) < 8:
                 ops = (*fwd_side.ops, Op("mul", other_node, other))
+            if (
+                V.FWD in fwd_side.taint
+                and V.MEAN_RED in fwd_side.taint
+                and V.SIZE in other.taint
+                and V.FWD not in other.taint
+            ):
+                # a mean over the batch times the batch's size: a sum over it
+                taint.discard(V.MEAN_RED)
+                taint.add(V.SUM_RED)
             if V.FWD in fwd_side.taint and V.WORLD in other.taint and V.FWD not in other.taint:
                 taint.add(V.MUL_WORLD)
                 if at:
@@ -493,6 +502,11 @@ class Expressions(WalkerCore):
         out = base.plain()
         if name == "loss" and V.FWD in base.taint:
             out = out.with_taint(V.MEAN_RED)
+        if name == "shape" and base.kind is None and V.FWD in base.taint:
+            # a forward output's shape is a count (its batch size), not a value of the loss
+            kept = {t for t in base.taint if t != V.FWD and not V.is_reduction_label(t)}
+            kept -= {V.MEAN_RED, V.SUM_RED}
+            out = Val(taint=frozenset(kept | {V.SIZE}))
         return out
 
     def _super_attr(self, owner: ClassInfo, self_val: Val, name: str) -> Val:
