@@ -49,19 +49,54 @@ def seeding(rc: RuleContext) -> None:
 
 
 def _rank_passed_in(rc: RuleContext, e: Event) -> bool:
-    """The seed call, or a call of the helper it sits in, writes the rank (or a rank-named
-    key) into its arguments: the value the scan reads may have lost it on the way."""
-    nodes: list[ast.AST] = [e.node]
-    for c in e.ctx:
-        if isinstance(c, FuncCtx) and c.call_where:
-            nodes += [call.node for call in rc.a.calls_at(c.call_where)]
-    for node in nodes:
+    """The seed call's arguments, or the arguments a call of the helper it sits in passes
+    to the parameters the seed is made of, name the rank (or a rank-named key): the value
+    the scan reads may have lost it on the way."""
+    if not isinstance(e.node, ast.Call):
+        return False
+    given = [*e.node.args, *(k.value for k in e.node.keywords)]
+    if any(_names_rank(a) for a in given):
+        return True
+    funcs = [c for c in e.ctx if isinstance(c, FuncCtx) and c.call_where]
+    if not funcs:
+        return False
+    inner = funcs[-1]
+    fn = _function_at(rc, inner.file, inner.line)
+    if fn is None:
+        return False
+    used = {n.id for a in given for n in ast.walk(a) if isinstance(n, ast.Name)}
+    params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    for call in rc.a.calls_at(inner.call_where):
+        node = call.node
         if not isinstance(node, ast.Call):
             continue
-        for arg in [*node.args, *(k.value for k in node.keywords)]:
-            if _mentions_rank(arg) or any(
-                isinstance(sub, ast.Constant) and isinstance(sub.value, str) and "rank" in sub.value
-                for sub in ast.walk(arg)
-            ):
+        shift = (
+            1 if params[:1] in (["self"], ["cls"]) and isinstance(node.func, ast.Attribute) else 0
+        )
+        for i, arg in enumerate(node.args):
+            j = i + shift
+            if j < len(params) and params[j] in used and _names_rank(arg):
                 return True
+        if any(k.arg in used and _names_rank(k.value) for k in node.keywords):
+            return True
     return False
+
+
+def _names_rank(node: ast.AST) -> bool:
+    return _mentions_rank(node) or any(
+        isinstance(sub, ast.Constant) and isinstance(sub.value, str) and "rank" in sub.value
+        for sub in ast.walk(node)
+    )
+
+
+def _function_at(
+    rc: RuleContext, label: str, line: int
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    sources = rc.walk.sources
+    for m in [sources.main, *sources.modules.values()]:
+        if m.label != label:
+            continue
+        for node in ast.walk(m.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno == line:
+                return node
+    return None
