@@ -109,7 +109,7 @@ def own_sampler(info: ClassInfo | None, canon: str | None) -> str | None:
         if found is not None:
             owner, fn = found
             returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
-            if any(not _is_super_call(r.value, "_get_train_sampler") for r in returns):
+            if any(not _trainers_sampler(r.value) for r in returns):
                 return _where(owner, fn)
         bases = [b.rsplit(".", 1)[-1] for b in info.external_bases()]
     else:
@@ -120,14 +120,15 @@ def own_sampler(info: ClassInfo | None, canon: str | None) -> str | None:
     return f"{named}._get_train_sampler" if named else None
 
 
-def _is_super_call(node: ast.AST | None, method: str) -> bool:
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == method
-        and isinstance(node.func.value, ast.Call)
-        and _last(node.func.value.func) == "super"
-    )
+def _trainers_sampler(node: ast.AST | None) -> bool:
+    """A return of the Trainer's own sampler (``super()._get_train_sampler(...)``,
+    ``Trainer._get_train_sampler(self, ...)``), or of a SequentialSampler, whose fixed order
+    has no epoch to set."""
+    if not isinstance(node, ast.Call):
+        return False
+    if _last(node.func) == "SequentialSampler":
+        return True
+    return isinstance(node.func, ast.Attribute) and node.func.attr == "_get_train_sampler"
 
 
 # -- get_train_dataloader ---------------------------------------------------------------------
