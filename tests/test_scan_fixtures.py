@@ -95,8 +95,6 @@ def test_declared_fact_values(fx: Fixture) -> None:
 ANNOTATED_ELSEWHERE = {
     # batchnorm_resnet.py's DDP line expects broadcast-buffers-disabled beside the BN cause
     "broadcast_buffers": "replicas/batchnorm/batchnorm_resnet.py",
-    # compile_ddp.py's AdamW line expects adam-eps-beta2-unstable
-    "optimizer": "runtime/compile/compile_ddp.py",
     # the augmentation cause's signature fact is seeding's rank_seeds_identical, so its lines
     # count for seeding first
     "augmentation": "data/seeding/seed_offset_by_rank.py",

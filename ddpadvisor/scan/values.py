@@ -49,6 +49,7 @@ MUL_WORLD = "mul_world"
 SUM_RED = "red_sum"  # the loss is a sum over samples/tokens
 MEAN_RED = "red_mean"  # the loss is a mean over samples/tokens
 TOKENS = "tokens"  # a count of tokens / non-masked labels
+SIZE = "size"  # a forward output's shape: a count of its samples, not a loss value
 GLOBAL_TOKENS = "global_tokens"  # a token count made global (all_reduce / num_items_in_batch)
 NORM_GLOBAL = "norm_global"  # a loss divided by a global token count
 LEN_DATASET = "len_dataset"
@@ -91,6 +92,9 @@ PARTIAL = "partial"  # functools.partial(f, ...): items = (f, *its args), mappin
 # One of several values, chosen by a test the scan cannot decide: items = the alternatives,
 # node = the test (``a if test else b``; a helper that returns one of them).
 ALTERNATIVES = "ifexp"
+# A model's method taken without calling it (``ctx = model.no_sync``): items = (the model,),
+# canon = the method's name; calling it later is that method call.
+BOUND = "bound"
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,10 @@ from ddpadvisor.scan.interp.frames import (
 )
 from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Obj, Op, Val, merge
 
+# A model's methods that make a context manager, read as one even when taken without calling
+# them (``context = model.no_sync``) and entered later.
+_CONTEXT_METHODS = frozenset({"no_sync", "join"})
+
 _UNDEFINED = frozenset({V.UNBOUND})
 SUPER = "super"  # super() inside a method: (the defining class, the instance)
 
@@ -126,6 +130,11 @@ class Expressions(WalkerCore):
             if (makes_context(yes) or makes_context(no)) and reading(yes) != reading(no):
                 # ``torch.cuda.amp.autocast if cfg.use_fp16 else nullcontext``: one of two
                 # context makers, entered later; not the first one
+                return Val(kind="ifexp", items=(yes, no), node=self.expand(node.test, frame))
+            dtypes = {apis.dtype_of(v.canon) if v.kind == "symbol" else None for v in (yes, no)}
+            if None not in dtypes and len(dtypes) == 2:
+                # ``torch.bfloat16 if <the GPU supports it> else torch.float32``: one of two
+                # dtypes, not the first
                 return Val(kind="ifexp", items=(yes, no), node=self.expand(node.test, frame))
             if yes.kind is not None and yes.kind == no.kind:
                 return replace(yes, taint=yes.taint | no.taint | test.taint)
@@ -288,7 +297,7 @@ class Expressions(WalkerCore):
                         taint.add(f"normglobal@{at}")
                     taint.discard(V.SUM_RED)
                     taint.add(V.MEAN_RED)
-                elif V.SUM_RED in left.taint and (V.TOKENS in right.taint or V.DATA in right.taint):
+                elif V.SUM_RED in left.taint and right.taint & {V.TOKENS, V.DATA, V.SIZE}:
                     taint.discard(V.SUM_RED)
                     taint.add(V.MEAN_RED)
             if V.FWD not in right.taint and (
@@ -304,6 +313,15 @@ class Expressions(WalkerCore):
             )
             if V.FWD in fwd_side.taint and other_node is not None and len(ops) < 8:
                 ops = (*fwd_side.ops, Op("mul", other_node, other))
+            if (
+                V.FWD in fwd_side.taint
+                and V.MEAN_RED in fwd_side.taint
+                and V.SIZE in other.taint
+                and V.FWD not in other.taint
+            ):
+                # a mean over the batch times the batch's size: a sum over it
+                taint.discard(V.MEAN_RED)
+                taint.add(V.SUM_RED)
             if V.FWD in fwd_side.taint and V.WORLD in other.taint and V.FWD not in other.taint:
                 taint.add(V.MUL_WORLD)
                 if at:
@@ -429,6 +447,9 @@ class Expressions(WalkerCore):
                 and name in obj.kwargs
             ):
                 return obj.kwargs[name]
+        if kind in _MODEL_KINDS and kind != V.DDP_MODULE and name in _CONTEXT_METHODS:
+            # ``context = model.no_sync`` then ``with context():``: the method, not a layer
+            return Val(kind=V.BOUND, items=(base,), canon=name)
         if kind == V.DDP:
             if name == "module":
                 inner = obj.wraps if obj is not None else None
@@ -481,6 +502,11 @@ class Expressions(WalkerCore):
         out = base.plain()
         if name == "loss" and V.FWD in base.taint:
             out = out.with_taint(V.MEAN_RED)
+        if name == "shape" and base.kind is None and V.FWD in base.taint:
+            # a forward output's shape is a count (its batch size), not a value of the loss
+            kept = {t for t in base.taint if t != V.FWD and not V.is_reduction_label(t)}
+            kept -= {V.MEAN_RED, V.SUM_RED}
+            out = Val(taint=frozenset(kept | {V.SIZE}))
         return out
 
     def _super_attr(self, owner: ClassInfo, self_val: Val, name: str) -> Val:
@@ -605,14 +631,24 @@ class Expressions(WalkerCore):
             if inner.canon and not ev.name:
                 ev.name = inner.canon
             return self.call_semantics(ev, inner, frame, ctx)
+        if fval.kind == V.BOUND and fval.items and fval.canon:
+            # a model's method taken earlier (``context = model.no_sync``), called now
+            ev.recv, ev.method = fval.items[0], fval.canon
+            ev.name = ev.name or "." + fval.canon
+            return self.method_call(ev, fval.items[0], fval.canon, frame, ctx)
         if fval.kind == V.ALTERNATIVES and fval.items and len(fval.items) == 2:
             # one of two callables a helper or a conditional expression picked: calling it
             # gives one of two results (a context manager on one side only stays "maybe")
             name, args, kwargs = ev.name, list(ev.args), dict(ev.kwargs)
-            got = []
+            recv, method = ev.recv, ev.method
+            got, named = [], []
             for side in fval.items:
                 ev.name, ev.args, ev.kwargs = name, list(args), dict(kwargs)
+                ev.recv, ev.method = recv, method
                 got.append(self.call_semantics(ev, side, frame, ctx))
+                named.append((ev.name, ev.recv, ev.method))
+            # the event is the call of the side that names a method (``model.no_sync``)
+            ev.name, ev.recv, ev.method = next((n for n in named if n[2]), named[-1])
             yes, no = got
             if yes.kind in _CTX_KINDS or no.kind in _CTX_KINDS:
                 return Val(kind=V.ALTERNATIVES, items=(yes, no), node=fval.node)

@@ -307,7 +307,7 @@ CONTEXT_MAKERS = frozenset(
 
 
 def makes_context(v: Val) -> bool:
-    if v.kind in _CTX_KINDS:
+    if v.kind in _CTX_KINDS or v.kind == V.BOUND:
         return True
     if v.kind == V.PARTIAL and v.items:
         v = v.items[0]

@@ -31,7 +31,7 @@ from ddpadvisor.scan.interp.frames import (
     reading,
     union,
 )
-from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Val, merge
+from ddpadvisor.scan.values import NO_CONST, UNKNOWN, Obj, Val, merge
 
 
 class Statements(WalkerCore):
@@ -163,7 +163,10 @@ class Statements(WalkerCore):
 
     def walk_if(self, stmt: ast.If, frame: Frame, ctx: Ctx) -> None:
         if _is_main_guard(stmt.test):
-            self.walk_block(stmt.body, frame, ctx)
+            # true in the script that was launched; in a module it imports (a sampling
+            # script's ``main`` beside the helper the training script takes from it), false
+            main = frame.scope.module is self.sources.main
+            self.walk_block(stmt.body if main else stmt.orelse, frame, ctx)
             return
         test_val = self.eval(stmt.test, frame, ctx)
         const: bool | None = None
@@ -240,7 +243,9 @@ class Statements(WalkerCore):
                         frame.exprs[name] = body_exprs[name]
                 continue
             if dist_side is None:
-                val = self._join(stmt, label, name, yes, no, bool(stmt.orelse), rank_switch)
+                val = self._join(
+                    stmt, label, name, yes, no, bool(stmt.orelse), rank_switch, expanded
+                )
                 if job == branches.SOME and _is_data(yes) and _is_data(no):
                     # bound one way on some ranks and another way on the others: the value
                     # depends on the rank (``ckpt = last if is_main_process() else None``)
@@ -261,6 +266,7 @@ class Statements(WalkerCore):
         no: Val,
         has_else: bool,
         rank_switch: bool,
+        test: ast.expr | None = None,
     ) -> Val:
         """What ``name`` holds after an undecided ``if`` that binds it on one or both sides.
 
@@ -282,6 +288,18 @@ class Statements(WalkerCore):
           on the rank or world size are not sites: both sides run in the same job, on
           different ranks, and the rules read those branches themselves.
         """
+        if (
+            has_else
+            and not rank_switch
+            and test is not None
+            and makes_context(yes)
+            and makes_context(no)
+            and reading(yes) != reading(no)
+        ):
+            # ``context = model.no_sync`` on some micro-steps, ``nullcontext`` on the others:
+            # one context chosen by the test each time it runs, as ``a if test else b``
+            # would, not two readings of the whole script
+            return Val(kind=V.ALTERNATIVES, items=(yes, no), node=test)
         if _opaque(yes) and no.kind in _CODE_KINDS:
             return no
         if _opaque(no) and yes.kind in _CODE_KINDS:
@@ -529,7 +547,7 @@ class Statements(WalkerCore):
             base = self.eval(target.value, frame, ctx)
             obj = self.obj(base)
             if obj is not None:
-                obj.attrs[target.attr] = val
+                obj.attrs[target.attr] = self._store_under(obj, target.attr, val, ctx)
             self.events.append(
                 Event(
                     self.next_seq(),
@@ -576,6 +594,34 @@ class Statements(WalkerCore):
                 )
         elif isinstance(target, ast.Starred):
             self.assign(target.value, val.plain(), None, frame, ctx, stmt)
+
+    def _store_under(self, obj: Obj, attr: str, val: Val, ctx: Ctx) -> Val:
+        """What an object's attribute holds after ``obj.attr = val`` in ``ctx``. Under an
+        ``if`` the scan cannot decide (a hardware check, a config value) that the object was
+        made outside of, the store may not run: a constant is then no longer known (the
+        attribute holds it or what it held before). Tests that every rank of the job takes
+        alike, or that pick ranks, do not count."""
+        if not val.known:
+            return val
+        undecided = [
+            c
+            for c in ctx
+            if isinstance(c, CondCtx)
+            and c.const is None
+            and c.job is None
+            and V.RANK not in c.taint
+            and V.WORLD not in c.taint
+        ]
+        if not undecided:
+            return val
+        made = next((e for e in reversed(self.events) if e.seq <= obj.seq), None)
+        around = set(map(id, made.ctx)) if made is not None and made.seq == obj.seq else set()
+        if all(id(c) in around for c in undecided):
+            return val  # made on the same side of the same tests: the store runs with it
+        before = obj.attrs.get(attr)
+        if before is not None and before.known and before.const == val.const:
+            return val
+        return Val(taint=val.taint | (before.taint if before is not None else frozenset()))
 
     def aug_assign(self, stmt: ast.AugAssign, frame: Frame, ctx: Ctx) -> None:
         cur = (

@@ -17,6 +17,14 @@ read the override instead of assuming the framework's behaviour:
   https://github.com/huggingface/transformers/blob/main/src/transformers/trainer.py
   https://github.com/huggingface/transformers/pull/34198
   https://github.com/huggingface/trl/pull/5710
+- the Trainer passes the epoch to its loader each epoch (``set_epoch`` on accelerate's
+  prepared loader), which hands it on only to a sampler that has ``set_epoch``. A subclass
+  whose ``_get_train_sampler`` returns its own sampler (LLaVA's length-grouped one), and TRL's
+  GRPOTrainer and RLOOTrainer, whose ``_get_train_sampler`` returns TRL's ``RepeatSampler``
+  (no ``set_epoch``), decide the epoch handling themselves.
+  https://github.com/huggingface/trl/blob/main/trl/trainer/grpo_trainer.py
+  https://github.com/huggingface/trl/blob/main/trl/trainer/rloo_trainer.py
+  https://github.com/huggingface/trl/blob/main/trl/trainer/utils.py (``RepeatSampler``)
 """
 
 from __future__ import annotations
@@ -85,6 +93,42 @@ def loop_overrides(info: ClassInfo) -> list[str]:
         if found is not None and not _calls_super(found[1], method):
             out.append(method)
     return out
+
+
+# -- _get_train_sampler -----------------------------------------------------------------------
+
+# Library trainers whose ``_get_train_sampler`` returns a sampler of their own (module docstring).
+OWN_SAMPLER_TRAINERS = frozenset({"GRPOTrainer", "RLOOTrainer"})
+
+
+def own_sampler(info: ClassInfo | None, canon: str | None) -> str | None:
+    """Where the Trainer's training sampler is the subclass's or the library trainer's own
+    (not the Trainer's RandomSampler), else None."""
+    if info is not None:
+        found = _override(info, "_get_train_sampler")
+        if found is not None:
+            owner, fn = found
+            returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
+            if any(not _trainers_sampler(r.value) for r in returns):
+                return _where(owner, fn)
+        bases = [b.rsplit(".", 1)[-1] for b in info.external_bases()]
+    else:
+        bases = []
+    if canon is not None:
+        bases.append(canon.rsplit(".", 1)[-1])
+    named = next((b for b in bases if b in OWN_SAMPLER_TRAINERS), None)
+    return f"{named}._get_train_sampler" if named else None
+
+
+def _trainers_sampler(node: ast.AST | None) -> bool:
+    """A return of the Trainer's own sampler (``super()._get_train_sampler(...)``,
+    ``Trainer._get_train_sampler(self, ...)``), or of a SequentialSampler, whose fixed order
+    has no epoch to set."""
+    if not isinstance(node, ast.Call):
+        return False
+    if _last(node.func) == "SequentialSampler":
+        return True
+    return isinstance(node.func, ast.Attribute) and node.func.attr == "_get_train_sampler"
 
 
 # -- get_train_dataloader ---------------------------------------------------------------------

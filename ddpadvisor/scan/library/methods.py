@@ -58,6 +58,12 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
             else:
                 for a in [*args, *ev.kwargs.values()]:
                     dtype = dtype or apis.dtype_of(a.canon)
+                for a in [*args, *ev.kwargs.values()]:
+                    if dtype is None and a.kind == V.ALTERNATIVES and a.items:
+                        # ``bfloat16 if <the GPU supports it> else float32``: one of them
+                        picked = {apis.dtype_of(i.canon) for i in a.items}
+                        if picked - {None}:
+                            dtype = picked.pop() if len(picked) == 1 else "unknown"
             if dtype is not None and obj is not None:
                 # ``self.transformer.wte.to(dtype=bf16)``: a layer of the model stands for the
                 # model (see the attribute walk), but casting it leaves the rest as it was

@@ -360,6 +360,13 @@ class HFTrainerView(FrameworkView):
     def sets_epoch(self) -> Said:
         if "get_train_dataloader" in self.overrides:
             return None  # the subclass's own loader: the Trainer's epoch handling may not reach it
+        canon = self.trainer.canon if self.trainer is not None else None
+        own = hf_trainer.own_sampler(self.info, canon)
+        if own is not None:
+            return Open(
+                f"{self.where or self.label}: the training sampler is the trainer's own ({own}); "
+                "whether the epoch reaches it is not decided"
+            )
         return Answer(True, self.where, "HF Trainer calls set_epoch on its sampler each epoch")
 
     def accumulation(self) -> Accumulation:

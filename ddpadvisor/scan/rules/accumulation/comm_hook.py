@@ -8,7 +8,7 @@ from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.interp import FuncRef
-from ddpadvisor.scan.rules.base import RuleContext, lines_at, mentions_world
+from ddpadvisor.scan.rules.base import RuleContext, lines_at, may_not_run, mentions_world
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 from ddpadvisor.scan.source import dotted
 
@@ -26,6 +26,13 @@ def comm_hook(rc: RuleContext) -> None:
     a = rc.a
     fact = "uses_comm_hook"
     hooks = [e for e in a.calls("register_comm_hook")]
+    if hooks and all(may_not_run(rc, e) for e in hooks):
+        # ``if args.fp16_grad_sync: model.register_comm_hook(...)``: the run's options decide
+        # whether DDP averages by itself or through the hook; neither is certain
+        rc.warn(
+            f"{hooks[0].where}: a communication hook registered only under an option; not decided"
+        )
+        return
     if hooks:
         rc.emit(fact, True, hooks[0].where, f"DDP communication hook registered ({hooks[0].where})")
         _hook_averages(rc, hooks[0])

@@ -89,7 +89,7 @@ def loss_shape(rc: RuleContext) -> None:
                 "loss_reduction",
                 "sum",
                 b.where,
-                "loss is a sum over the batch (reduction='sum' or .sum())",
+                "loss is a sum over the batch (reduction='sum', .sum(), or a mean times the batch size)",
             )
         elif V.MEAN_RED in loss.taint:
             rc.emit("loss_reduction", "mean", b.where, "loss is a mean over the batch")

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.context import Event
+from ddpadvisor.scan.context import CondCtx, Event
 from ddpadvisor.scan.library.views import SCRIPT, Sync
-from ddpadvisor.scan.rules.base import RuleContext, cli_switched
+from ddpadvisor.scan.rules.base import RuleContext, cli_switched, is_rank_cond
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 
 
@@ -54,6 +54,13 @@ def no_sync(rc: RuleContext) -> None:
         if all(cli_switched(x) for x in uses):
             # ``if args.accum_freq > 1: train_accum(...)``: the run's flags decide.
             rc.warn(f"{u.where}: {how} only when a command-line option asks for it; not decided")
+        elif (acc.k is None or acc.k_default) and all(_guarded(x) for x in uses):
+            # ``with ddp_sync(model, sync=(i == rounds - 1))`` where the count of rounds is
+            # not known: with one round per step, the branch that skips the sync never runs
+            rc.warn(
+                f"{u.where}: {how} only on the micro-steps an undecided test picks, and the "
+                "accumulation count (which may be 1) is not decided; uses_no_sync not decided"
+            )
         else:
             rc.emit("uses_no_sync", True, u.where, f"{how} used ({u.where})")
     elif (
@@ -170,3 +177,15 @@ def _deepspeed_plugin(rc: RuleContext) -> bool:
         if any(k in ("deepspeed_plugin", "deepspeed_plugins") for k in e.kwargs):
             return True
     return False
+
+
+def _guarded(e: Event) -> bool:
+    """Under an ``if`` the scan cannot decide that is neither a test of the rank nor one that
+    holds in every multi-rank job (``if ddp:``)."""
+    return any(
+        isinstance(c, CondCtx)
+        and c.const is None
+        and c.job not in ("all", "none")
+        and not is_rank_cond(c)
+        for c in e.ctx
+    )

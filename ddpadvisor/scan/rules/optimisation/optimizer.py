@@ -3,7 +3,7 @@ from __future__ import annotations
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.library.views import SCRIPT, Optimizer
-from ddpadvisor.scan.rules.base import RuleContext, num
+from ddpadvisor.scan.rules.base import RuleContext, may_not_run, num
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
 
 
@@ -30,6 +30,21 @@ def optimizer(rc: RuleContext) -> None:
     fam = opt.extra.get("family")
     if fam is None:
         return
+    made = rc.a.by_seq.get(opt.seq)
+    if made is not None and may_not_run(rc, made):
+        # ``if name == "Adam": ... elif name == "SGD": ...`` over a command-line choice:
+        # the optimizer the run builds is the one its option picks, not the first branch
+        others = [
+            o
+            for o in rc.a.objs(V.OPTIMIZER)
+            if o is not opt and o.extra.get("family") not in (None, fam)
+        ]
+        if others:
+            rc.warn(
+                f"{opt.where}: the optimizer is chosen by an option ({apis.last(opt.canon)} here, "
+                f"{apis.last(others[0].canon)} at {others[0].where}); not decided"
+            )
+            return
     rc.emit("optimizer_family", fam, opt.where, f"{apis.last(opt.canon)} optimizer")
     if fam != "adam":
         return

@@ -7,7 +7,7 @@ from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
 from ddpadvisor.scan.context import CondCtx, Event
 from ddpadvisor.scan.library.views import SCRIPT, Clipping
-from ddpadvisor.scan.rules.base import RuleContext, exclusive, is_rank_cond
+from ddpadvisor.scan.rules.base import RuleContext, exclusive, is_rank_cond, may_not_run
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.values import Val
 
@@ -219,9 +219,17 @@ def _clip_local(rc: RuleContext, clip: Event) -> None:
     # flat shards need the wrapper's own clip_grad_norm_. ZeroRedundancyOptimizer shards only
     # the optimizer state: DDP still all-reduces whole gradients, so the plain clip is right.
     # https://pytorch.org/docs/stable/distributed.optim.html
-    sharded = any(apis.last(o.canon) != "fully_shard" for o in a.fsdps) or any(
-        o.extra.get("deepspeed") for o in a.objects.values()
-    )
+    shards = [o for o in a.fsdps if apis.last(o.canon) != "fully_shard"] + [
+        o for o in a.objects.values() if o.extra.get("deepspeed")
+    ]
+    made = [a.by_seq.get(o.seq) for o in shards]
+    sharded = any(e is None or not may_not_run(rc, e) for e in made)
+    if shards and not sharded and clip.name.startswith("torch.nn.utils"):
+        # ``if args.engine == "fsdp": model = FSDP(model)`` beside a plain DDP wrap: whether
+        # the gradients torch's clip measures are shards is the run's choice
+        where = next((e.where for e in made if e is not None), clip.where)
+        rc.warn(f"{where}: gradients sharded only under an option; clipping on shards not decided")
+        return
     if sharded and clip.name.startswith("torch.nn.utils"):
         rc.emit(
             fact,

@@ -41,6 +41,11 @@ def precision(rc: RuleContext) -> None:
             dtype = apis.dtype_of(e.args[0].canon)
             if dtype is not None:
                 casts.insert(0, (dtype, e.where))  # applies to every model built after it
+    if casts and casts[-1][0] == "unknown":
+        # ``model.to(bf16 if <the GPU supports it> else fp32)``: the run's machine decides
+        rc.warn(f"{casts[-1][1]}: model cast to a dtype chosen at run time; precision not decided")
+        _scaler(rc, None)
+        return
     low = [(d, w) for d, w in casts if d in ("fp16", "bf16")]
     if low and casts[-1][0] in ("fp16", "bf16") and not uses_lora:
         d, where = low[-1]
@@ -187,6 +192,15 @@ def _trained_models(rc: RuleContext) -> list[Obj]:
         if params is not None and params.ref is not None:
             trained.add(params.ref)
     kept = [o for o in models if o.ref in trained]
+    for o in list(kept):
+        # a wrapper of the project's own (``DataParallelBucket(model)``) that holds one model:
+        # the weights it trains are that model's, cast before the wrap
+        inner = {
+            v.ref for v in o.attrs.values() if v.kind == V.MODEL and v.ref not in (None, o.ref)
+        }
+        held = [rc.a.objects[r] for r in inner if r in rc.a.objects]
+        if len(held) == 1 and not o.extra.get("casts") and held[0] not in kept:
+            kept.append(held[0])
     if kept:
         return kept
     # which model trains is not known: a model frozen with ``requires_grad_(False)`` is not it
