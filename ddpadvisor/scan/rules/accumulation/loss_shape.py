@@ -40,6 +40,7 @@ def _token_signals(rc: RuleContext) -> list[str]:
         # padded batches show as padding=, a collator, an attention mask or -100 labels.)
         out.extend((m.label, a.lineno) for a in idx.attrs if a.attr == "attention_mask")
         out.extend((m.label, u.lineno) for u in idx.neg100)
+        out.extend((m.label, line) for line in _masked_with_ignore_index(m))
         if m is not rc.walk.sources.main:
             # A module imported for one name: only the functions the walk ran count (an
             # audio tower's padding says nothing about an image model's batches).
@@ -48,6 +49,33 @@ def _token_signals(rc: RuleContext) -> list[str]:
         found.extend(out)
     found.sort(key=lambda w: (w[0] != rc.label, w[1]))
     return [f"{f}:{line}" for f, line in found]
+
+
+def _masked_with_ignore_index(m: Module) -> list[int]:
+    """Lines that write a loss's ``ignore_index`` value into a tensor (``ids[n:] = PAD``,
+    ``labels.masked_fill(mask, PAD)``) in a module that passes that value as ``ignore_index=``:
+    targets masked by hand, so batches hold varying numbers of targets."""
+    ignored = {
+        ast.unparse(kw.value)
+        for kw in m.index.keywords
+        if kw.arg == "ignore_index" and isinstance(kw.value, (ast.Name, ast.Attribute))
+    }
+    if not ignored:
+        return []
+    lines = []
+    for node in ast.walk(m.tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
+            if ast.unparse(node.value) in ignored:
+                lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("masked_fill", "masked_fill_")
+            and len(node.args) == 2
+            and ast.unparse(node.args[1]) in ignored
+        ):
+            lines.append(node.lineno)
+    return lines
 
 
 def _ran_lines(ran_funcs: set[tuple[str, int]], m: Module) -> Callable[[int], bool]:
