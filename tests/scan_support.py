@@ -65,6 +65,9 @@ CAUSE_FACTS: dict[str, list[tuple[str, Check]]] = {
     "params-added-after-ddp-wrap": [("module_created_after_wrap", True)],
     "checkpoint-loaded-on-rank0-only": [("rank_conditional_state_change", True)],
     "deepspeed-weights-loaded-after-initialize": [("ds_weights_loaded_after_init", True)],
+    "deepspeed-step-per-accumulation-window": [
+        ("ds_backwards_per_accumulation_window", lambda v: isinstance(v, float) and v >= 1.5)
+    ],
     "batchnorm-without-syncbn": [("uses_syncbn", False), ("has_batchnorm", True)],
     "broadcast-buffers-disabled": [("broadcast_buffers_disabled", True)],
     "torch-compile-ddp-interaction": [("uses_torch_compile", True)],

@@ -62,6 +62,7 @@ ORDER: tuple[str, ...] = (
     "runtime.loop_kind",
     "accumulation.comm_hook",
     "deepspeed.weights_after_init",
+    "deepspeed.step_per_window",
 )
 
 
