@@ -434,7 +434,7 @@ class Analysis:
         step_loop = loops[-1] if loops else None
         conds = [c for c in s_rest if isinstance(c, CondCtx)]
         for cond in conds:
-            mod = _find_mod(cond.test)
+            mod = find_mod(cond.test)
             if mod is None:
                 continue
             mod_node = mod.right
@@ -639,7 +639,7 @@ class Analysis:
         return True, ""
 
 
-def _find_mod(node: ast.AST) -> ast.BinOp | None:
+def find_mod(node: ast.AST) -> ast.BinOp | None:
     for sub in ast.walk(node):
         if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
             return sub

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from ddpadvisor.evidence.trace.common import _covers
+from ddpadvisor.evidence.trace.common import _covers, _fmt
 from ddpadvisor.evidence.trace.context import Context
 from ddpadvisor.evidence.trace.frameworks import scheduler_driver
 
@@ -76,7 +76,7 @@ class ScheduleReader(Context):
                 "warmup_steps",
                 0,
                 detail=f"the first optimizer step already ran at the highest learning rate of "
-                f"the {len(lrs)} traced ({_num(lrs[0])})",
+                f"the {len(lrs)} traced ({_fmt(lrs[0])})",
             )
             return
         rising = all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(lrs[: top + 1]))
@@ -87,10 +87,6 @@ class ScheduleReader(Context):
             "warmup_steps",
             warmup,
             where=f"step {top + 1}",
-            detail=f"the learning rate rose from {_num(lrs[0])} to {_num(peak)} over the first "
+            detail=f"the learning rate rose from {_fmt(lrs[0])} to {_fmt(peak)} over the first "
             f"{warmup} optimizer steps",
         )
-
-
-def _num(x: float) -> str:
-    return f"{x:.3g}"

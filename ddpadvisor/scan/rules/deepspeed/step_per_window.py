@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 
+from ddpadvisor.scan.analysis import find_mod
 from ddpadvisor.scan.context import CondCtx, LoopCtx
 from ddpadvisor.scan.rules.base import RuleContext
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
@@ -76,10 +77,10 @@ def _unmanaged(rc: RuleContext) -> bool:
 
 def _modulo(test: ast.expr) -> int | str | None:
     """The divisor of a modulo in the test (an int when it is a constant), None without one."""
-    for sub in ast.walk(test):
-        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
-            right = sub.right
-            if isinstance(right, ast.Constant) and isinstance(right.value, int):
-                return right.value
-            return ast.unparse(right)
-    return None
+    mod = find_mod(test)
+    if mod is None:
+        return None
+    right = mod.right
+    if isinstance(right, ast.Constant) and isinstance(right.value, int):
+        return right.value
+    return ast.unparse(right)

@@ -225,6 +225,7 @@ class Agent:
         self.ds_info: dict[int, dict[str, Any]] = {}  # DeepSpeed engines (hooks/deepspeed.py)
         # (param, sampled indices, values, gradient non-zero) before a step of fp16/bf16 weights
         self.lowp_sample: list[tuple[Any, Any, Any, Any]] = []
+        self.lowp_opts: dict[int, bool] = {}  # optimizer id -> it steps fp16/bf16 weights
         self.ds_in_step = 0  # > 0 while a DeepSpeed engine's step() runs
         self.ds_check: Any = None  # a check due once that step() returns
         self.wrapped_modules: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -568,6 +569,16 @@ class Agent:
         """Before a step: a fixed sample of the float16/bfloat16 parameters the optimizer steps
         in place (no float32 master copy), their values and where their gradient is non-zero."""
         self.lowp_sample = []
+        low = self.lowp_opts.get(id(opt))
+        if low is None:  # looked up once per optimizer, not on every step
+            low = any(
+                p.dtype in (torch.float16, torch.bfloat16)
+                for group in opt.param_groups
+                for p in group["params"]
+            )
+            self.lowp_opts[id(opt)] = low
+        if not low:
+            return
         for group in opt.param_groups:
             for p in group["params"]:
                 if len(self.lowp_sample) >= LOWP_TENSORS:
