@@ -228,6 +228,11 @@ class Agent:
         self.lowp_opts: dict[int, bool] = {}  # optimizer id -> it steps fp16/bf16 weights
         self.ds_in_step = 0  # > 0 while a DeepSpeed engine's step() runs
         self.ds_check: Any = None  # a check due once that step() returns
+        # The step of the training counted inside the DeepSpeed engine's step() under way:
+        # ZeRO-1/2 (and ZeRO-3 per sub-group) step the torch optimizer once per parameter
+        # group, each time with only that group in ``param_groups``
+        # (deepspeed/runtime/zero/stage_1_and_2.py, ``_optimizer_step``).
+        self.ds_step_counted = False
         self.wrapped_modules: weakref.WeakSet[Any] = weakref.WeakSet()
         self.in_ddp_forward = 0
         self.primary: weakref.ref[Any] | None = None
@@ -561,8 +566,14 @@ class Agent:
             self.opt_seen.add(id(opt))
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
         if self.is_primary(opt):
+            if self.ds_in_step and self.ds_step_counted:
+                # the same engine step, another parameter group: one step of the training
+                self.lowp_sample = []
+                return
             self.safe("lowp", self._count_lost_updates)
             self.end_step(opt, skipped=False)
+            if self.ds_in_step:
+                self.ds_step_counted = True
         self.lowp_sample = []
 
     def _sample_low_precision(self, opt: Any) -> None:

@@ -104,6 +104,8 @@ def _make_step(orig: Any) -> Any:
             return orig(self, *args, **kwargs)
         a.safe("deepspeed", register, a, self)
         boundary = a.safe("deepspeed", _before_step, a, self)
+        if a.ds_in_step == 0:
+            a.ds_step_counted = False
         a.ds_in_step += 1
         try:
             out = orig(self, *args, **kwargs)
