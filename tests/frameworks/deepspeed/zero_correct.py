@@ -34,7 +34,7 @@ def main():
     warm = os.path.join(tempfile.gettempdir(), f"ds-mlp-{run}.pt")
     if rank == 0:
         torch.manual_seed(99)
-        torch.save(build_model().state_dict(), warm)
+        torch.save(build_model().state_dict(), warm)  # fault zero_warm_pretrained: def pretrain(): || >net = build_model() || >pre = torch.optim.SGD(net.parameters(), lr=0.05) || >for _ in range(30): || >>xs = torch.randn(32, 16) || >>loss = ((net(xs) - xs[:, :4].sum(1, keepdim=True)) ** 2).mean() || >>pre.zero_grad() || >>loss.backward() || >>pre.step() || >torch.save(net.state_dict(), warm) || pretrain()
     dist.barrier()
 
     torch.manual_seed(0)

@@ -223,6 +223,7 @@ class Agent:
         self.ddps: list[weakref.ref[Any]] = []
         self.ddp_info: dict[int, dict[str, Any]] = {}
         self.ds_info: dict[int, dict[str, Any]] = {}  # DeepSpeed engines (hooks/deepspeed.py)
+        self.ds_opts: set[int] = set()  # their optimizers: the engine's and the torch one inside
         # (param, sampled indices, values, gradient non-zero) before a step of fp16/bf16 weights
         self.lowp_sample: list[tuple[Any, Any, Any, Any]] = []
         self.lowp_opts: dict[int, bool] = {}  # optimizer id -> it steps fp16/bf16 weights
@@ -509,14 +510,19 @@ class Agent:
     def is_primary(self, opt: Any) -> bool:
         """Steps are counted on one optimizer: the first that steps. Steps taken before any
         model was wrapped (a rank-0-only pre-training, say) are not the job's training: the
-        first step of an optimizer over DDP's parameters starts the count again."""
+        first step of an optimizer over DDP's parameters, or of a DeepSpeed engine's optimizer,
+        starts the count again."""
         current = self.primary() if self.primary is not None else None
-        if current is None:
-            self.primary = weakref.ref(opt)
-            self.primary_before_wrap = not self.ddps
-            self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
-        elif self.primary_before_wrap and self.ddps and self._over_ddp(opt):
+        if current is not opt and self.primary_before_wrap and (
+            (self.ddps and self._over_ddp(opt)) or id(opt) in self.ds_opts
+        ):
+            # also when the pre-training's optimizer is gone (a local of a function that
+            # returned): its steps are still in the count
             self.restart(opt)
+        elif current is None:
+            self.primary = weakref.ref(opt)
+            self.primary_before_wrap = not self.ddps and not self.ds_info
+            self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
         return self.primary is not None and self.primary() is opt
 
     def _over_ddp(self, opt: Any) -> bool:

@@ -153,6 +153,7 @@ def register(a: Any, engine: Any) -> None:
             a.wrapped_modules.add(m)
     opt = getattr(engine, "optimizer", None)
     basic = getattr(opt, "optimizer", None) if opt is not None else None
+    a.ds_opts.update(id(o) for o in (opt, basic) if o is not None)
     fp16 = bool(_call(engine, "fp16_enabled", False))
     dyn_args = _call(engine, "dynamic_loss_scale_args") if fp16 else None
     min_scale = None
