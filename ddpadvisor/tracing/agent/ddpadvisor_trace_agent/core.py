@@ -513,8 +513,10 @@ class Agent:
         first step of an optimizer over DDP's parameters, or of a DeepSpeed engine's optimizer,
         starts the count again."""
         current = self.primary() if self.primary is not None else None
-        if current is not opt and self.primary_before_wrap and (
-            (self.ddps and self._over_ddp(opt)) or id(opt) in self.ds_opts
+        if (
+            current is not opt
+            and self.primary_before_wrap
+            and ((self.ddps and self._over_ddp(opt)) or id(opt) in self.ds_opts)
         ):
             # also when the pre-training's optimizer is gone (a local of a function that
             # returned): its steps are still in the count
