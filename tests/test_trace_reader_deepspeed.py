@@ -37,6 +37,7 @@ def _trace(
     params: dict[int, float] | None = None,
     scales: list[float] | None = None,
     clip: float | None = None,
+    clip_ctx: list[Any] | None = None,
 ) -> Path:
     """Two ranks, one step record per entry of ``calls`` (the step's ``ds``), a check at the
     last step with the given per-rank optimizer state and parameter sums."""
@@ -54,7 +55,7 @@ def _trace(
             step = {"k": "step", "s": s, "loss": [1.0] * n, "fac": [0.5] * n, "lr": [1e-3],
                     "sch": 0, "ds": ds}  # fmt: skip
             if clip is not None:  # a torch clip after the window's last backward
-                step["clip"], step["cctx"] = [clip], [[False, False, False]]
+                step["clip"], step["cctx"] = [clip], [clip_ctx or [False, False, False]]
             if scales is not None:
                 step["scale"] = scales[s - 1]
                 step["finf"] = 1 if ds.get("overflow") else 0
@@ -164,3 +165,20 @@ def test_a_torch_clip_under_zero(tmp_path, kb, config_clip, norm, void, clipping
     facts = _facts(kb, _trace(tmp_path, _engine(2, clip=config_clip), [WINDOW] * 4, clip=norm))
     assert facts["ds_clip_found_no_grads"] is void
     assert facts["uses_grad_clipping"] is clipping
+
+
+@pytest.mark.parametrize(
+    ("ctx", "void"),
+    [
+        # accelerate: backward() steps the engine, so the loop's clip comes before the next
+        # window's first backward (a backward follows it in its window)
+        ([False, False, True, 0], True),
+        # a clip between two backwards of one window measured nothing final: not this fact
+        ([False, False, True, 1], None),
+    ],
+)
+def test_a_torch_clip_after_the_engine_step(tmp_path, kb, ctx, void):  # type: ignore[no-untyped-def]
+    folder = _trace(tmp_path, _engine(2, clip=0.0), [WINDOW] * 4, clip=0.0, clip_ctx=ctx)
+    facts = _facts(kb, folder)
+    assert facts.get("ds_clip_found_no_grads") is void
+    assert facts.get("clip_inside_no_sync") is (None if void else True)

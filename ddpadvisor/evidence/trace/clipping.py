@@ -13,6 +13,14 @@ from ddpadvisor.evidence.trace.context import Context
 NORM_RTOL = 1e-3
 
 
+def _before_any_backward(ctx: list[Any]) -> bool:
+    """A clip before the window's first backward. Under DeepSpeed that is a clip after the
+    engine's step: accelerate's ``backward`` runs ``engine.backward`` and ``engine.step``
+    together (accelerate/utils/deepspeed.py, ``DeepSpeedEngineWrapper.backward``), so a clip
+    in the loop after it lands in the next window, on gradients the step already consumed."""
+    return len(ctx) > 3 and ctx[3] == 0
+
+
 class ClippingReader(Context):
     """Gradient clipping and GradScaler state, compared step by step."""
 
@@ -45,7 +53,7 @@ class ClippingReader(Context):
             for t in self.ranks
             for r in t.steps.values()
             for ctx in r.get("cctx") or []
-            if ctx[2]
+            if ctx[2] and not (ds is not None and _before_any_backward(ctx))
         ]
         if inside:
             rank, step = inside[0]
@@ -100,7 +108,8 @@ class ClippingReader(Context):
         )
 
     def _ds_clip_found_no_grads(self, ds: dict[str, Any]) -> bool:
-        """A torch clip_grad_norm_ under a ZeRO engine, after the window's last backward:
+        """A torch clip_grad_norm_ under a ZeRO engine, after the window's last backward (or
+        after the engine's step, before the next window's first backward):
         ZeRO has moved the gradients into its own partitions by then (the module's ``.grad`` is
         None: stage_1_and_2.py clears it once reduced), so the call finds nothing, returns 0
         and clips nothing; only the config's gradient_clipping clips. True (and the clipping
@@ -112,7 +121,7 @@ class ClippingReader(Context):
             for t in self.ranks
             for r in t.steps.values()
             for norm, ctx in zip(r.get("clip") or [], r.get("cctx") or [])
-            if isinstance(ctx, list) and len(ctx) > 2 and not ctx[2]
+            if isinstance(ctx, list) and len(ctx) > 2 and (not ctx[2] or _before_any_backward(ctx))
         ]
         if not finals or not all(_finite(n) for n in finals):
             return False

@@ -33,7 +33,7 @@ def main():
     ds = {
         "train_micro_batch_size_per_gpu": 8,
         "gradient_accumulation_steps": accum,
-        "gradient_clipping": 1.0,
+        "gradient_clipping": 1.0,  # fault accelerate_sched_torch_clip: "gradient_clipping": 0.0,
         "zero_optimization": {"stage": 2},
     }
     acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(hf_ds_config=ds))
@@ -63,7 +63,7 @@ def main():
         for x, y in loader:
             with acc.accumulate(model):
                 loss = loss_fn(model(x).reshape(-1, 5), y.reshape(-1))
-                acc.backward(loss)
+                acc.backward(loss)  # fault accelerate_sched_torch_clip: = || if acc.sync_gradients: || >torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
                 sched.step()
                 opt.zero_grad()

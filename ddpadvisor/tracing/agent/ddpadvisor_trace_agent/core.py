@@ -667,7 +667,8 @@ class Agent:
         if w.clips:
             rec["clip"] = [c["norm"] for c in w.clips]
             rec["cctx"] = [
-                [c["unsynced"], c["before_unscale"], c["n_bwd"] < len(bws)] for c in w.clips
+                [c["unsynced"], c["before_unscale"], c["n_bwd"] < len(bws), c["n_bwd"]]
+                for c in w.clips
             ]
         if w.loss_reads:
             rec["lread"] = w.loss_reads

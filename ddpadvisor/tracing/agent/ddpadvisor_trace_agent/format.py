@@ -47,6 +47,8 @@ _STEP_FIELDS = {
     "zb": "bool",
     "sch": "int",
     "clip": "list[any]",
+    # per clip: [gradients unsynced, before GradScaler.unscale_, a backward followed it in the
+    # window, backwards before it in the window]
     "cctx": "list[list]",
     "lread": "int",
     "red": "int",
