@@ -7,6 +7,7 @@ import statistics
 
 from ddpadvisor.evidence.trace.common import _fmt, _step_loss
 from ddpadvisor.evidence.trace.context import Context
+from ddpadvisor.evidence.trace.printed import PrintedLoss, read_printed, verdict
 
 
 class LossesReader(Context):
@@ -61,6 +62,54 @@ class LossesReader(Context):
                 else None,
             )
 
+    def _printed(self) -> bool:
+        """The facts rank 0's printed numbers decide (True when they decided the log's reading,
+        so the weaker count of loss reads and reductions is not needed)."""
+        p = read_printed(self.ranks)
+        if p is None:
+            return False
+        v = verdict(p)
+        w = self.world
+        if v["reduction"] == "summed":
+            self.add(
+                "logged_loss_reduction_wrong",
+                True,
+                detail=_printed_detail(
+                    p, "sum", f"the sum of the {w} ranks' losses, not their mean"
+                ),
+            )
+            self.add(
+                "logged_loss_off_by_factor",
+                True,
+                detail=f"the printed loss is the ranks' sum: {w} times the mean",
+            )
+        elif v["reduction"] == "divided":
+            self.add(
+                "logged_loss_reduction_wrong",
+                True,
+                detail=_printed_detail(
+                    p, "divided", "the loss still divided by the accumulation steps"
+                ),
+            )
+            self.add(
+                "logged_loss_off_by_factor",
+                True,
+                detail="the printed loss is the value passed to backward, divided for accumulation",
+            )
+        if v["logs_rank0_only"] is True:
+            self.add(
+                "logs_rank0_only",
+                True,
+                detail=_printed_detail(p, "own", "rank 0's own loss, not the mean over ranks"),
+            )
+        elif v["logs_rank0_only"] is False:
+            self.add(
+                "logs_rank0_only",
+                False,
+                detail=_printed_detail(p, "mean", "the mean over ranks"),
+            )
+        return v["logs_rank0_only"] is not None or v["reduction"] is not None
+
     @staticmethod
     def _single_rank_spike(
         steps: list[int], per_rank: dict[int, list[float | None]], spikes: list[int]
@@ -75,6 +124,8 @@ class LossesReader(Context):
 
     def logging(self) -> None:
         if not self.common_steps:
+            return
+        if self._printed():
             return
         reads = {
             t.rank: sum(int(r.get("lread") or 0) for r in t.steps.values()) for t in self.ranks
@@ -95,6 +146,13 @@ class LossesReader(Context):
                 + ("every rank" if others else f"rank {self.r0.rank} only")
                 + " and never reduced across ranks: what rank 0 logs is its own micro-batch loss",
             )
+
+
+def _printed_detail(p: PrintedLoss, key: str, what: str) -> str:
+    n = {"mean": p.mean, "own": p.own, "sum": p.summed, "divided": p.divided}[key]
+    return (
+        f"{n} of the {p.prints} printed lines that show a loss show {what}, e.g. " + p.examples[key]
+    )
 
 
 def _spike_indices(curve: list[float | None]) -> list[int]:

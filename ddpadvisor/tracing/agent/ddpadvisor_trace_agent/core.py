@@ -224,6 +224,7 @@ class Agent:
         self.ddp_info: dict[int, dict[str, Any]] = {}
         self.ds_info: dict[int, dict[str, Any]] = {}  # DeepSpeed engines (hooks/deepspeed.py)
         self.ds_opts: set[int] = set()  # their optimizers: the engine's and the torch one inside
+        self.out_lines = 0  # printed or logged lines with numbers recorded (hooks/output.py)
         # (param, sampled indices, values, gradient non-zero) before a step of fp16/bf16 weights
         self.lowp_sample: list[tuple[Any, Any, Any, Any]] = []
         self.lowp_opts: dict[int, bool] = {}  # optimizer id -> it steps fp16/bf16 weights

@@ -154,6 +154,8 @@ KINDS: dict[str, dict[str, str]] = {
     },
     "destroy": {"s": "int"},
     "restart": {"why": "str", "s": "int", "cls": "str"},
+    # a printed or logged line's numbers (hooks/output.py): [value, decimals after the point]
+    "out": {"s": "int", "b": "int", "n": "list[list]"},
 }
 
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -162,6 +164,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "chk": ("s",),
     "epoch": ("it",),
     "idx": ("it", "idx"),
+    "out": ("s", "n"),
 }
 
 

@@ -21,6 +21,7 @@ from . import (
     losses,
     modules,
     optim,
+    output,
 )
 
 PATCHES: dict[str, ModuleType] = {
@@ -33,6 +34,7 @@ PATCHES: dict[str, ModuleType] = {
     "data": data,
     "modules": modules,
     "losses": losses,
+    "output": output,
     "deepspeed": deepspeed,
     "excepthook": excepthook,
 }

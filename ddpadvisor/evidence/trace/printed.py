@@ -1,0 +1,182 @@
+"""Which loss rank 0 printed: its own, the mean over ranks, their sum, or one still divided.
+
+The agent keeps the decimal numbers of every printed or logged line (``out`` records,
+tracing/agent/.../hooks/output.py) with the step count at the time and the backwards already
+run in the step under way. Each rank's micro-batch losses are in its step records (``loss``, as
+passed to backward, and ``fac``, the constant factor applied just before: ``loss / k`` records
+``fac`` 1/k). A printed number is matched against what a loop commonly prints, computed from
+those losses at the moment of the print: the last micro-batch's loss, the last step's mean, the
+mean since the previous print, since the epoch began or since the start, each as rank 0's own
+value, the mean over ranks or their sum, and the last loss as passed to backward (still divided
+by the accumulation steps). A print counts for one reading only when the readings it matches
+tell the cases apart (rank 0's own value and the mean over ranks must differ by more than the
+printed precision).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddpadvisor.evidence.trace.load import RankTrace
+
+REL_TOL = 2e-3  # float32 running sums and bf16 losses against the agent's float32 copies
+MIN_PRINTS = 2  # prints that must agree before the log's reading is stated
+
+
+@dataclass
+class PrintedLoss:
+    """What rank 0's prints showed, counted per print, with one example of each."""
+
+    prints: int = 0  # lines with a number that matched some reading of the loss
+    mean: int = 0  # the mean over ranks (or a sum over ranks divided by the world size)
+    own: int = 0  # rank 0's own loss only, distinguishable from the mean
+    summed: int = 0  # the sum over ranks, never divided
+    divided: int = 0  # the loss as passed to backward, still divided for accumulation
+    examples: dict[str, str] = field(default_factory=dict)
+
+
+def _flat(t: RankTrace) -> tuple[list[float], list[float], dict[int, int]]:
+    """A rank's micro-batch losses in order (as the loop computed them, and as passed to
+    backward), and how many there were once each step had ended."""
+    raw: list[float] = []
+    passed: list[float] = []
+    ended: dict[int, int] = {0: 0}
+    for s in sorted(t.steps):
+        rec = t.steps[s]
+        losses = rec.get("loss") or []
+        facs = rec.get("fac") or []
+        for i, v in enumerate(losses):
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                v = math.nan
+            fac = facs[i] if i < len(facs) else None
+            passed.append(float(v))
+            if isinstance(fac, (int, float)) and fac != 0 and math.isfinite(fac):
+                raw.append(float(v) / fac)
+            else:
+                raw.append(float(v))
+        ended[s] = len(raw)
+    return raw, passed, ended
+
+
+def _mean(values: list[float]) -> float | None:
+    vals = [v for v in values if math.isfinite(v)]
+    return sum(vals) / len(vals) if vals and len(vals) == len(values) else None
+
+
+def _close(printed: float, decimals: int, value: float) -> bool:
+    tol = (0.5 * 10.0**-decimals if decimals >= 0 else 0.0) + REL_TOL * abs(value) + 1e-12
+    return abs(printed - value) <= tol
+
+
+def read_printed(ranks: list[RankTrace]) -> PrintedLoss | None:
+    """Rank 0's prints against its own, the ranks' mean and summed losses (None: no prints,
+    one rank, or losses not recorded on every rank)."""
+    if len(ranks) < 2:
+        return None
+    r0 = ranks[0]
+    outs = [r for r in r0.records if r.get("k") == "out" and isinstance(r.get("n"), list)]
+    if not outs:
+        return None
+    flats = [_flat(t) for t in ranks]
+    if any(not raw for raw, _, _ in flats):
+        return None
+    world = len(ranks)
+    raw0, passed0, ended0 = flats[0]
+    epoch_starts = sorted(
+        {ended0.get(int(e.get("s") or 0), -1) for e in r0.epochs if isinstance(e.get("s"), int)}
+    )
+    result = PrintedLoss()
+    previous = 0
+    for out in outs:
+        s, b = out.get("s"), out.get("b") or 0
+        if not isinstance(s, int) or s not in ended0 or not isinstance(b, int):
+            continue
+        pos = ended0[s] + b
+        if pos <= 0 or any(pos > len(raw) for raw, _, _ in flats):
+            continue
+        last_step = (ended0.get(max((k for k in ended0 if k < s), default=0), 0), ended0[s])
+        if b:
+            last_step = (ended0[s], pos)
+        spans = {
+            "last": (pos - 1, pos),
+            "step": last_step,
+            "since the previous print": (previous, pos),
+            "since the epoch began": (
+                max((p for p in epoch_starts if 0 <= p < pos), default=0),
+                pos,
+            ),
+            "since the start": (0, pos),
+        }
+        previous = pos
+        candidates: dict[str, list[tuple[str, float]]] = {"own": [], "mean": [], "sum": []}
+        divided: list[tuple[str, float]] = []
+        for name, (lo, hi) in spans.items():
+            if hi <= lo:
+                continue
+            per_rank = [_mean(raw[lo:hi]) for raw, _, _ in flats]
+            if any(v is None for v in per_rank):
+                continue
+            vals = [float(v) for v in per_rank if v is not None]
+            candidates["own"].append((name, vals[0]))
+            candidates["mean"].append((name, sum(vals) / world))
+            candidates["sum"].append((name, sum(vals)))
+        if passed0[pos - 1] != raw0[pos - 1] and math.isfinite(passed0[pos - 1]):
+            divided.append(("last, as passed to backward", passed0[pos - 1]))
+        hits: dict[str, tuple[str, float, float]] = {}
+        for pair in out["n"]:
+            if not (isinstance(pair, list) and len(pair) == 2):
+                continue
+            value, decimals = pair
+            if not isinstance(value, (int, float)) or not isinstance(decimals, int):
+                continue
+            if decimals == 0 or not math.isfinite(value) or value == 0:
+                continue
+            for kind, cands in [*candidates.items(), ("divided", divided)]:
+                for name, c in cands:
+                    if kind not in hits and _close(value, decimals, c):
+                        hits[kind] = (name, float(value), c)
+            if "own" in hits and "mean" not in hits:
+                # rank 0's own value counts only where the mean over ranks differs from it
+                # by more than the printed precision
+                name = hits["own"][0]
+                mean_c = dict(candidates["mean"]).get(name)
+                if mean_c is not None and _close(value, decimals, mean_c):
+                    del hits["own"]
+        if not hits:
+            continue
+        result.prints += 1
+        if "mean" in hits:
+            result.mean += 1
+            result.examples.setdefault("mean", _example(s, hits["mean"]))
+        elif "own" in hits:
+            result.own += 1
+            result.examples.setdefault("own", _example(s, hits["own"]))
+        elif "sum" in hits:
+            result.summed += 1
+            result.examples.setdefault("sum", _example(s, hits["sum"]))
+        elif "divided" in hits:
+            result.divided += 1
+            result.examples.setdefault("divided", _example(s, hits["divided"]))
+    return result if result.prints else None
+
+
+def _example(step: int, hit: tuple[str, float, float]) -> str:
+    name, printed, value = hit
+    return f"{printed:.6g} printed at step {step} ({name}: {value:.6g})"
+
+
+def verdict(p: PrintedLoss) -> dict[str, Any]:
+    """The facts the prints decide: keys ``logs_rank0_only`` and ``reduction`` ("summed",
+    "divided" or None), each None when the prints do not decide it."""
+    out: dict[str, Any] = {"logs_rank0_only": None, "reduction": None}
+    if p.own >= MIN_PRINTS and p.mean == 0 and p.summed == 0:
+        out["logs_rank0_only"] = True
+    elif p.mean >= MIN_PRINTS and p.own == 0:
+        out["logs_rank0_only"] = False
+    if p.summed >= MIN_PRINTS and p.mean == 0:
+        out["reduction"] = "summed"
+    elif p.divided >= MIN_PRINTS and p.mean == 0 and p.own == 0:
+        out["reduction"] = "divided"
+    return out
