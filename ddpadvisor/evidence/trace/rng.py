@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from ddpadvisor.evidence.trace.common import _odd_ranks, _ranks_text
@@ -34,26 +35,50 @@ class RngReader(Context):
                 detail += f" ({' and '.join(others)} generators differ across ranks)"
             self.add("rank_seeds_identical", not odd, detail=detail)
         # Per batch fetch: each generator's state before and after (torch, python, numpy).
+        # Generators from index 3 on are the job's own (hooks/data.py), found per iterator.
         fetches: dict[int, dict[tuple[int, int], tuple[list[str], list[str]]]] = {}
+        number: dict[int, dict[tuple[int, int], Any]] = {}  # the fetch's number in its iterator
         for t in self.ranks:
             table = {}
+            numbers = {}
             for r in t.steps.values():
                 for i, entry in enumerate(r.get("rng") or []):
                     if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], list):
                         table[(r["s"], i)] = (entry[1], entry[2])
+                        numbers[(r["s"], i)] = entry[0]
             fetches[t.rank] = table
+            number[t.rank] = numbers
         keys = set.intersection(*(set(v) for v in fetches.values())) if fetches else set()
 
-        def drawn(key: tuple[int, int]) -> list[int]:
-            """Generators that every rank advanced while fetching this batch."""
-            return [
-                g
-                for g in range(3)
-                if all(
-                    len(fetches[r][key][0]) > g and fetches[r][key][0][g] != fetches[r][key][1][g]
-                    for r in fetches
-                )
+        def drawn(key: tuple[int, int]) -> list[tuple[int, int]]:
+            """(generator, 1): advanced by every rank while fetching this batch; (generator, 0):
+            a generator of the job's own (index 3 on) advanced by every rank in the loop since
+            the previous fetch. The state compared across ranks: after the fetch, or before it."""
+            n = min(len(fetches[r][key][0]) for r in fetches)
+            out = [
+                (g, 1)
+                for g in range(n)
+                if all(fetches[r][key][0][g] != fetches[r][key][1][g] for r in fetches)
             ]
+            prev = {r: previous[r].get(key) for r in fetches}
+            for g in range(3, n):
+                if all(
+                    p is not None and len(p) > g and p[g] != fetches[r][key][0][g]
+                    for r, p in prev.items()
+                ):
+                    out.append((g, 0))
+            return out
+
+        # each rank's generator states after its previous fetch from the same iterator
+        previous: dict[int, dict[tuple[int, int], list[str]]] = {}
+        for rank, table in fetches.items():
+            order = sorted(table)
+            n = number[rank]
+            previous[rank] = {
+                k: table[p][1]
+                for p, k in itertools.pairwise(order)
+                if isinstance(n[k], int) and n[p] == n[k] - 1
+            }
 
         first = min((k[0] for k in keys), default=0)
         keys = {k for k in keys if k[0] != first or k[1] > 0}  # a sampler's seed draw comes first
@@ -64,7 +89,7 @@ class RngReader(Context):
         same = [
             k
             for k, gens in draws.items()
-            if all(len({fetches[r][k][1][g] for r in fetches}) == 1 for g in gens)
+            if all(len({fetches[r][k][phase][g] for r in fetches}) == 1 for g, phase in gens)
         ]
         identical = len(same) >= 0.9 * len(draws)
         at = min(same) if same else None
@@ -72,8 +97,9 @@ class RngReader(Context):
             "augmentation_rng_identical_across_ranks",
             identical,
             where=f"step {at[0]}" if identical and at else None,
-            detail=f"the data pipeline drew random numbers in {len(draws)} batch fetches and every "
-            f"rank's generators ended in the same state in {len(same)} of them"
+            detail=f"random numbers were drawn around {len(draws)} batch fetches (by the data "
+            "pipeline, or by the loop from a generator of its own) and every rank's generators "
+            f"were in the same state after {len(same)} of them"
             if identical
             else None,
         )

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import random
+import sys
+import types
 from collections.abc import Iterator
 from typing import Any
+
+import torch
 
 from .. import runtime as rt
 from ..core import Agent, _rng_digest, _subset
@@ -120,18 +126,93 @@ def install() -> None:
             self._ddpadvisor_fetches = n + 1
             if n == 0:
                 a.safe("sampler", _iterator_record, a, self)
+                self._ddpadvisor_gens = a.safe("rng", _own_generators, self, sys._getframe(1))
             if n >= RNG_FETCHES_PER_ITERATOR or "rng" in a.disabled:
                 return orig(self)
+            gens = getattr(self, "_ddpadvisor_gens", None) or []
             before = a.safe("rng", _rng_digest)
+            if before is not None and gens:
+                before += a.safe("rng", _own_digests, gens) or []
             out = orig(self)
             after = a.safe("rng", _rng_digest)
-            if before is not None and after is not None:
+            if after is not None and gens:
+                after += a.safe("rng", _own_digests, gens) or []
+            if before is not None and after is not None and len(before) == len(after):
                 a.window.rng.append([n, before, after])
             return out
 
         return __next__
 
     _wrap(base_iter, "__next__", "loader_next", make_next)
+
+
+MAX_OWN_GENERATORS = 4
+
+
+def _is_generator(x: Any) -> bool:
+    """A random generator object the job made itself (not a library's global one)."""
+    if isinstance(x, torch.Generator):
+        return x is not torch.default_generator
+    if isinstance(x, random.Random):
+        return x is not getattr(random, "_inst", None)
+    cls = type(x)
+    if cls.__module__.startswith("numpy.random") and cls.__name__ in ("Generator", "RandomState"):
+        np_random = getattr(sys.modules.get("numpy"), "random", None)
+        return x is not getattr(getattr(np_random, "mtrand", None), "_rand", None)
+    return False
+
+
+def _own_generators(it: Any, caller: Any) -> list[Any]:
+    """Generators the job made itself and draws from around its batches: held by the dataset,
+    the collate function or their transforms (two attribute levels down), or by the loop that
+    iterates (the calling frames' local and module-level names). Found once per iterator."""
+    found: list[Any] = []
+
+    def take(x: Any) -> None:
+        if len(found) < MAX_OWN_GENERATORS and _is_generator(x) and all(x is not f for f in found):
+            found.append(x)
+
+    def walk(obj: Any, depth: int) -> None:
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict) or isinstance(obj, (type, types.ModuleType)):
+            return
+        for v in list(attrs.values())[:64]:
+            items = list(v[:8]) if isinstance(v, (list, tuple)) else [v]
+            for x in items:
+                if _is_generator(x):
+                    take(x)
+                elif depth < 2 and not isinstance(x, (torch.Tensor, torch.nn.Module)):
+                    walk(x, depth + 1)
+
+    walk(getattr(it, "_dataset", None), 0)
+    walk(getattr(it, "_collate_fn", None), 0)
+    frame = caller
+    for _ in range(3):
+        if frame is None:
+            break
+        for scope in (frame.f_locals, frame.f_globals):
+            for v in list(scope.values())[:256]:
+                take(v)
+        frame = frame.f_back
+    return found
+
+
+def _own_digests(gens: list[Any]) -> list[str]:
+    """A digest of each generator's state, in the order found."""
+    out = []
+    for g in gens:
+        if isinstance(g, torch.Generator):
+            state = g.get_state()
+            raw = state.numpy().tobytes() if "numpy" in sys.modules else bytes(rt.tolist(state))
+        elif isinstance(g, random.Random):
+            raw = repr(g.getstate()[1]).encode()
+        elif hasattr(g, "bit_generator"):
+            raw = repr(g.bit_generator.state).encode()
+        else:
+            st = g.get_state()
+            raw = st[1].tobytes() + repr(st[2:]).encode()
+        out.append(hashlib.blake2b(raw, digest_size=8).hexdigest())
+    return out
 
 
 def _iterator_record(a: Agent, it: Any) -> None:
