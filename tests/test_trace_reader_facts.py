@@ -467,3 +467,25 @@ def test_warmup_as_the_run_used_the_learning_rate(tmp_path, kb, lrs, warmup):  #
         per_rank[rank] = [_start(rank), _wrap(), *steps]
     facts = _values(kb, _write(tmp_path / "t", per_rank))
     assert facts.get("warmup_steps") == warmup
+
+
+def test_a_count_that_fits_both_readings_is_skipped(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """Two micro-batches on two ranks, each rank dividing its summed loss by its own window's
+    count. At step 1 that count (4 + 30) also equals micro-batch 0's count on both ranks
+    (4 + 30): that step says nothing, and the others decide."""
+    windows = {0: [[4, 30], [10, 20], [7, 25], [12, 3]], 1: [[30, 6], [25, 9], [8, 30], [6, 20]]}
+    per_rank: dict[int, list[dict[str, Any]]] = {}
+    for rank in (0, 1):
+        recs: list[dict[str, Any]] = [_start(rank), _wrap()]
+        for s, pair in enumerate(windows[rank], start=1):
+            step = _step(s, [[float(s), float(rank)]])
+            step.update(
+                loss=[1.0, 1.0],
+                syn=[False, True],
+                ce=[[n, 32, "s"] for n in pair],
+                fac=[1 / sum(windows[0][s - 1])] * 2,
+            )
+            recs.append(step)
+        per_rank[rank] = recs
+    facts = _values(kb, _write(tmp_path / "t", per_rank))
+    assert facts.get("loss_normalised_by_global_tokens") is False
