@@ -99,7 +99,7 @@ def parse():
     ap.add_argument("--accum-steps", type=int, default=2)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup-updates", type=int, default=3)
-    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--clip", type=float, default=0.5)
     return ap.parse_args()
 
 

@@ -6,6 +6,7 @@ discriminator sees real and fake points in one batch; the generator loss is non-
 
 import argparse
 import gc
+import itertools
 import math
 
 import torch
@@ -24,7 +25,7 @@ def sample_ring(n, gen, modes=8, radius=2.0, std=0.05):
 
 def mlp(sizes, out_act=None):
     layers = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
+    for a, b in itertools.pairwise(sizes):
         layers += [nn.Linear(a, b), nn.LeakyReLU(0.2)]
     layers = layers[:-1]
     if out_act is not None:

@@ -85,17 +85,15 @@ def evaluate(model, loader):
 def main():
     cfg = Config()
     dist.init_process_group("gloo")
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     torch.manual_seed(cfg.seed)
 
     g = torch.Generator().manual_seed(cfg.seed)
     train_set = make_logs(cfg, cfg.n_train, g)
     val_set = make_logs(cfg, cfg.n_val, g)
-    train_sampler = DistributedSampler(train_set, shuffle=True, seed=cfg.seed)
+    train_sampler = DistributedSampler(train_set, shuffle=True, seed=cfg.seed)  # fault recsys_no_sampler: -
     val_sampler = DistributedSampler(val_set, shuffle=False)
-    train_loader = DataLoader(
-        train_set, batch_size=cfg.batch_size, sampler=train_sampler, drop_last=True
-    )
+    train_loader = DataLoader(train_set, batch_size=cfg.batch_size, sampler=train_sampler, drop_last=True)  # fault recsys_no_sampler: train_loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, drop_last=True)
     val_loader = DataLoader(val_set, batch_size=64, sampler=val_sampler)
 
     model = DDP(WideAndDeep(cfg))
@@ -103,12 +101,12 @@ def main():
     plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=0.5, patience=0)
 
     for epoch in range(cfg.epochs):
-        train_sampler.set_epoch(epoch)
+        train_sampler.set_epoch(epoch)  # fault recsys_no_sampler: -
         running, seen = 0.0, 0
         for users, items, cats, dense, clicks, weight in train_loader:
             logits = model(users, items, cats, dense)
             per_row = F.binary_cross_entropy_with_logits(logits, clicks, reduction="none")
-            loss = (per_row * weight).sum() / cfg.batch_size  # fault recsys_loss_global_batch: loss = (per_row * weight).sum() / (cfg.batch_size * world_size)
+            loss = (per_row * weight).sum() / cfg.batch_size
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
