@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 NUM_CLASSES = 10
-HPARAMS = dict(batch=32, teacher_epochs=2, teacher_lr=3e-3, student_epochs=2, lr=0.05, temperature=4.0, alpha=0.7, beta=0.5)
+HPARAMS = dict(batch=16, teacher_epochs=2, teacher_lr=3e-3, student_epochs=3, lr=0.1, temperature=2.0, alpha=0.5, beta=0.1)
 
 
 def synthetic_images(n, seed):
@@ -116,7 +116,7 @@ def main():
     student = DDP(Student())
     ema = AveragedModel(student.module, multi_avg_fn=get_ema_multi_avg_fn(0.95))
     optimizer = torch.optim.SGD(student.parameters(), lr=hp["lr"], momentum=0.9, nesterov=True, weight_decay=5e-4)
-    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[1], gamma=0.2)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[2], gamma=0.2)
     for epoch in range(hp["student_epochs"]):
         sampler.set_epoch(hp["teacher_epochs"] + epoch)
         student.train()

@@ -86,7 +86,7 @@ def main():
     cfg = Config()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.seed + rank)
 
     g = torch.Generator().manual_seed(cfg.seed)
     train_set = make_logs(cfg, cfg.n_train, g)

@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.nn.utils.rnn import pad_sequence
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader
 
 PAD, BOS, EOS = 0, 1, 2
 VOCAB = 24
@@ -32,6 +32,28 @@ def make_corpus(n, seed):
         tgt = perm[src.flip(0) - 3]
         pairs.append((torch.cat([src, torch.tensor([EOS])]), torch.cat([torch.tensor([BOS]), tgt, torch.tensor([EOS])])))
     return pairs
+
+
+class BucketBatchSampler:
+    """Batches of sentences of similar length; the batch order is shuffled every epoch with
+    the same seed on every rank, and the batches are dealt round-robin to the ranks."""
+
+    def __init__(self, lengths, max_sentences, num_replicas, rank, seed=0):
+        order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+        self.batches = [order[i : i + max_sentences] for i in range(0, len(order), max_sentences)]
+        self.usable = len(self.batches) // num_replicas * num_replicas
+        self.num_replicas, self.rank, self.seed, self.epoch = num_replicas, rank, seed, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        picked = torch.randperm(len(self.batches), generator=g)[: self.usable].tolist()
+        return iter([self.batches[i] for i in picked[self.rank :: self.num_replicas]])
+
+    def __len__(self):
+        return self.usable // self.num_replicas
 
 
 def collate(batch):
@@ -107,10 +129,11 @@ def main():
     torch.manual_seed(42)
 
     corpus = make_corpus(256, seed=0)
-    sampler = DistributedSampler(corpus, shuffle=True, seed=42)
-    loader = DataLoader(corpus, batch_size=args.max_sentences, sampler=sampler, collate_fn=collate, drop_last=True)
+    sampler = BucketBatchSampler([len(src) for src, _ in corpus], args.max_sentences, world, rank, seed=42)
+    loader = DataLoader(corpus, batch_sampler=sampler, collate_fn=collate)
 
     model = DDP(Translator())
+    torch.manual_seed(42 + rank)
     criterion = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=args.label_smoothing, reduction="sum")
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(args.warmup_updates))
