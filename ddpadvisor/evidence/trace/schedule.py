@@ -8,12 +8,16 @@ from ddpadvisor.evidence.trace.common import _covers, _fmt
 from ddpadvisor.evidence.trace.context import Context
 from ddpadvisor.evidence.trace.frameworks import scheduler_driver
 
+# Schedulers whose rate rises again by design.
+CYCLIC_SCHEDULERS = {"CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR"}
+
 
 class ScheduleReader(Context):
     """The LR scheduler against the optimizer steps."""
 
     def scheduler(self) -> None:
         self._warmup_from_lr()
+        self._lr_rises_after_decay()
         t = self.r0
         if not t.kind("sched") or not t.steps:
             return
@@ -52,6 +56,46 @@ class ScheduleReader(Context):
                 f": the scheduler steps on every micro-batch ({self.accum} per optimizer step)"
             )
         self.add("scheduler_steps_per_optimizer_step", ratio, detail=detail)
+
+    def _lr_rises_after_decay(self) -> None:
+        """lr_rose_after_decay (and lr_follows_intended_schedule false): under a scheduler that
+        decays once (not a cyclic one), the rate the optimizer used rose again by more than
+        10 % after it had decayed; false once a decay was seen and the rate never rose again.
+        CosineAnnealingLR, stepped past T_max, climbs back to its peak; a schedule whose
+        length was counted in epochs or per process and is stepped per iteration restarts
+        the same way."""
+        scheds = [r for r in self.r0.kind("sched") if r.get("primary")]
+        classes = {str(r.get("cls")) for r in scheds}
+        if len(classes) != 1 or classes & CYCLIC_SCHEDULERS:
+            return
+        lrs: list[tuple[int, float]] = []
+        for s in sorted(self.r0.steps):
+            values = self.r0.steps[s].get("lr")
+            lr = values[0] if isinstance(values, list) and values else None
+            if not isinstance(lr, (int, float)) or isinstance(lr, bool) or lr != lr:
+                return
+            lrs.append((s, float(lr)))
+        peak = 0.0
+        low: float | None = None  # the lowest rate since the decay began
+        for s, lr in lrs:
+            if low is None:
+                if lr < peak * 0.99:
+                    low = lr
+                peak = max(peak, lr)
+                continue
+            if lr > low * 1.1 and lr - low > 0.05 * peak:
+                detail = (
+                    f"the learning rate ({next(iter(classes))}) decayed from {_fmt(peak)} to "
+                    f"{_fmt(low)}, then rose again to {_fmt(lr)} at step {s}: the schedule ran "
+                    "past its length (its total counted in epochs, or per process, and stepped "
+                    "per optimizer step)"
+                )
+                self.add("lr_rose_after_decay", True, where=f"step {s}", detail=detail)
+                self.add("lr_follows_intended_schedule", False, where=f"step {s}", detail=detail)
+                return
+            low = min(low, lr)
+        if low is not None:
+            self.add("lr_rose_after_decay", False)
 
     def _warmup_from_lr(self) -> None:
         """warmup_steps as the run used the learning rate (the first param group's, recorded
