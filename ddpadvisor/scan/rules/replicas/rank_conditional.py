@@ -33,6 +33,7 @@ def rank_conditional(rc: RuleContext) -> None:
         in ("broadcast", "broadcast_object_list", "_sync_module_states", "sync_module_states")
     ]
     found = False
+    other_model = None  # a model outside the wrapper loaded on some ranks only (a teacher)
     for e in a.events:
         if not any(is_rank_cond(c) for c in e.ctx):
             continue
@@ -50,6 +51,8 @@ def rank_conditional(rc: RuleContext) -> None:
                 what = "weights loaded on some ranks only, after the DDP wrap"
             elif recv.kind == V.ACCELERATOR:
                 what = "accelerator state loaded on some ranks only"
+            elif recv.kind == V.MODEL and recv.ref not in model_refs and other_model is None:
+                other_model = e.where
         elif e.kind == "call" and name in ("set_peft_model_state_dict",) and e.seq > ddp_seq:
             what = "adapter weights loaded on some ranks only"
         elif (
@@ -87,6 +90,10 @@ def rank_conditional(rc: RuleContext) -> None:
         rc.emit(fact, True, e.where, f"{what} ({e.where}); DDP never re-broadcasts them")
         found = True
     if found or a.main_backward is None:
+        return
+    if other_model is not None:
+        # whether the training forward runs that model (a distillation teacher, a reference
+        # model) or only rank 0's evaluation does is not read here: no verdict
         return
     rc.emit(
         fact,
