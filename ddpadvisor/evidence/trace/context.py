@@ -61,6 +61,22 @@ class Context:
     def add(self, *args: Any, **kwargs: Any) -> None:
         self.facts.add(*args, **kwargs)
 
+    @cached_property
+    def counted_outside_ddp(self) -> int:
+        """With a DDP wrapper: how many parameters the counted optimizer steps when no DDP
+        wrapper holds any of them, at every check of rank 0 (``outside``); 0 otherwise."""
+        if not self.ddp:
+            return 0
+        t = self.r0
+        pairs = [
+            rec["outside"]
+            for rec in [*t.checks.values(), *([t.final] if t.final else [])]
+            if isinstance(rec.get("outside"), list) and len(rec["outside"]) == 2
+        ]
+        if pairs and all(isinstance(n, int) and n == total and total > 0 for n, total in pairs):
+            return int(pairs[0][1])
+        return 0
+
     @cached_property  # several readers ask; the ranks' records do not change while read
     def sharded(self) -> bool:
         """Some rank holds only a shard of some parameter (FSDP)."""

@@ -46,6 +46,43 @@ class ReplicasReader(Context):
                 return compared, {"step": step, "diffs": diffs}
         return compared, None
 
+    def _aux_models(self, checks: dict[int, dict[int, Record]]) -> None:
+        """frozen_models_match: the models every rank's training forward ran beside the wrapped
+        one, held by no wrapper and stepped by no counted optimizer (``aux``: a teacher, a
+        reference model, a frozen encoder), compared where every rank ran them."""
+        compared = 0
+        for step in sorted(checks):
+            tables = {}
+            for rank, rec in checks[step].items():
+                names, values = rec.get("aux_names"), rec.get("aux")
+                if isinstance(names, list) and isinstance(values, list):
+                    tables[rank] = dict(zip(names, values, strict=False))
+            if len(tables) < len(self.ranks):
+                continue
+            common = set.intersection(*(set(t) for t in tables.values()))
+            if not common:
+                continue
+            compared += 1
+            for name in sorted(common, key=list(tables[self.r0.rank]).index):
+                odd = _odd_ranks({r: t[name] for r, t in tables.items()})
+                if odd:
+                    model = name.split(".")[1] if name.count(".") >= 2 else name
+                    self.add(
+                        "frozen_models_match",
+                        False,
+                        where=f"rank {odd[0]} step {step}",
+                        detail=f"{model}, which every rank's training forward runs but no DDP "
+                        f"wrapper holds and no optimizer steps, has different weights on "
+                        f"{_ranks_text(odd)} at step {step} ({name.split('.', 2)[-1]})",
+                    )
+                    return
+        if compared:
+            self.add(
+                "frozen_models_match",
+                True,
+                detail=f"identical on every rank at {compared} checked steps",
+            )
+
     def _checks_at_common_steps(self, source: str) -> dict[int, dict[int, Record]]:
         out: dict[int, dict[int, Record]] = {}
         for t in self.ranks:
@@ -85,6 +122,7 @@ class ReplicasReader(Context):
                     self.add(fact, False, where=where, detail=detail)
                 elif n:
                     self.add(fact, True, detail=f"identical on every rank at {n} checked steps")
+            self._aux_models(checks)
             synced_steps = {
                 s: v
                 for s, v in checks.items()

@@ -47,7 +47,13 @@ class SyncReader(Context):
                     f"all-reduced (first: step {never[0]})"
                 )
             self.add("optimizer_steps_without_sync", count, where=where, detail=detail)
-        if total and any(r.get("syn") for r in self.r0.steps.values()):
+        # whether the last micro-batch synchronised describes DDP's reducer under no_sync;
+        # an optimizer over parameters no wrapper holds never had one to miss
+        if (
+            total
+            and any(r.get("syn") for r in self.r0.steps.values())
+            and not self.counted_outside_ddp
+        ):
             if unsynced_final:
                 rank, step = unsynced_final[0]
                 detail = (
@@ -110,6 +116,17 @@ class SyncReader(Context):
         if self.world < 2 or not steps:
             return
         if self.ddp:
+            stepped = self.counted_outside_ddp
+            if stepped:
+                self.add(
+                    "gradient_sync_present",
+                    False,
+                    where=f"rank {self.r0.rank}",
+                    detail=f"a model is wrapped in DDP, but the optimizer whose steps are "
+                    f"counted steps {stepped} parameter(s) and no DDP wrapper holds any of "
+                    "them: their gradients are never synchronised",
+                )
+                return
             self.add("gradient_sync_present", True, detail="the model is wrapped in DDP")
             return
         if self.sharded:

@@ -56,6 +56,8 @@ def _sharded(t: Any) -> bool:
 # Optimizers whose state is partitioned across ranks: each rank holds the state of its own
 # parameters only, so optimizer state is never compared across ranks for them.
 PARTITIONED_OPTIMIZERS = ("ZeroRedundancyOptimizer",)
+MAX_AUX = 4  # models run beside the wrapped one whose weights are compared across ranks
+DDP_TYPES = (torch.nn.parallel.DistributedDataParallel,)
 # Updates rounded away: at most this many float16/bfloat16 tensors per step, this many elements
 # each (a fixed stride), compared before and after the optimizer's step
 LOWP_TENSORS = 16
@@ -203,6 +205,7 @@ class Window:
         self.batch: int | None = None
         self.ds: dict[str, Any] | None = None  # DeepSpeed engine calls (hooks/deepspeed.py)
         self.lowp: list[Any] = []  # [updates rounded away, sampled] (Agent._count_lost_updates)
+        self.others = 0  # steps of optimizers other than the counted one
 
 
 class Agent:
@@ -225,6 +228,10 @@ class Agent:
         self.ds_info: dict[int, dict[str, Any]] = {}  # DeepSpeed engines (hooks/deepspeed.py)
         self.ds_opts: set[int] = set()  # their optimizers: the engine's and the torch one inside
         self.out_lines = 0  # printed or logged lines with numbers recorded (hooks/output.py)
+        # Models the training loop runs but neither wraps nor steps (a distillation teacher, a
+        # reference model, a frozen encoder), found at the first step: [module ref, used]
+        self.aux: list[list[Any]] = []
+        self.aux_searched = False
         # (param, sampled indices, values, gradient non-zero) before a step of fp16/bf16 weights
         self.lowp_sample: list[tuple[Any, Any, Any, Any]] = []
         self.lowp_opts: dict[int, bool] = {}  # optimizer id -> it steps fp16/bf16 weights
@@ -574,16 +581,84 @@ class Agent:
         if id(opt) not in self.opt_seen:
             self.opt_seen.add(id(opt))
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
-        if self.is_primary(opt):
+        if not self.is_primary(opt):
+            if not self.ds_in_step:
+                self._hand_to_other_optimizer()
+        else:
             if self.ds_in_step and self.ds_step_counted:
                 # the same engine step, another parameter group: one step of the training
                 self.lowp_sample = []
                 return
             self.safe("lowp", self._count_lost_updates)
+            if not self.aux_searched and self.ddps:
+                self.aux_searched = True
+                self.safe("aux", self._find_aux_models, opt, sys._getframe(1))
             self.end_step(opt, skipped=False)
             if self.ds_in_step:
                 self.ds_step_counted = True
         self.lowp_sample = []
+
+    def _find_aux_models(self, opt: Any, frame: Any) -> None:
+        """Modules with parameters in the training loop's scope (its frames' local and module
+        names, one attribute level into ``self``) that no DDP wrapper holds and the counted
+        optimizer does not step. Each gets a forward pre-hook that notes a call made while a
+        DDP model is in training mode; checks then fingerprint those that ran, to compare
+        across ranks the weights every rank's training forward depends on."""
+        stepped = {id(p) for g in opt.param_groups for p in g["params"]}
+        seen: set[int] = set()
+        found: list[Any] = []
+
+        def take(x: Any) -> None:
+            if len(found) >= MAX_AUX or not isinstance(x, torch.nn.Module) or id(x) in seen:
+                return
+            seen.add(id(x))
+            if isinstance(x, DDP_TYPES) or x in self.wrapped_modules:
+                return
+            params = list(x.parameters())
+            if not params or any(id(p) in stepped for p in params):
+                return
+            found.append(x)
+
+        depth = 0
+        while frame is not None and depth < 12:
+            name = str(frame.f_globals.get("__name__", ""))
+            depth += 1
+            if name.startswith(("torch", "ddpadvisor_trace_agent")):
+                frame = frame.f_back
+                continue
+            for scope in (frame.f_locals, frame.f_globals):
+                for v in list(scope.values())[:256]:
+                    take(v)
+            owner = frame.f_locals.get("self")
+            if owner is not None and not isinstance(owner, torch.nn.Module):
+                for v in list(getattr(owner, "__dict__", {}).values())[:64]:
+                    take(v)
+            frame = frame.f_back
+        for m in found:
+            slot: list[Any] = [weakref.ref(m), False]
+            self.aux.append(slot)
+
+            def pre(module: Any, args: Any, slot: list[Any] = slot) -> None:
+                if not slot[1] and any(
+                    (d := ref()) is not None and d.training for ref in self.ddps
+                ):
+                    slot[1] = True
+
+            rt.on_undo(m.register_forward_pre_hook(pre).remove)
+
+    def _hand_to_other_optimizer(self) -> None:
+        """Another optimizer stepped (a GAN's generator while the discriminator's is counted,
+        say): the backwards since the counted optimizer's last step fed that step, not the next
+        one of the counted optimizer. They leave the window, with the zero_grad and clip calls
+        seen around them, so that they do not read as micro-batches of an accumulation."""
+        w = self.window
+        w.others += 1
+        if not w.backwards and not w.clips:
+            return
+        w.backwards = []
+        w.zero_after_backward = False
+        w.zero_between = False
+        w.clips = []
 
     def _sample_low_precision(self, opt: Any) -> None:
         """Before a step: a fixed sample of the float16/bfloat16 parameters the optimizer steps
@@ -662,6 +737,8 @@ class Agent:
             rec["byp"] = w.bypass
         if w.zero_calls:
             rec["zc"] = w.zero_calls
+        if w.others:
+            rec["oth"] = w.others
         if w.zero_between:
             rec["zb"] = True
         rec["sch"] = w.sched
@@ -785,7 +862,34 @@ class Agent:
                 for pi, p in enumerate(group["params"]):
                     params.append((f"group{gi}.param{pi}", p))
                     names_by_id[id(p)] = f"group{gi}.param{pi}"
+        elif opts and self.ddp_info and not self.ds_info:
+            # Parameters the counted optimizer steps that no DDP wrapper holds (a GAN's
+            # discriminator left unwrapped, a head kept outside): checked as replicas too, and
+            # counted, since nothing synchronises their gradients.
+            stepped = 0
+            outside: list[str] = []
+            for gi, group in enumerate(opts[0].param_groups):
+                for pi, p in enumerate(group["params"]):
+                    if not getattr(p, "requires_grad", False):
+                        continue
+                    stepped += 1
+                    if id(p) not in names_by_id and not _sharded(p):
+                        name = f"opt.group{gi}.param{pi}"
+                        params.append((name, p))
+                        names_by_id[id(p)] = name
+                        outside.append(name)
+            if outside:
+                rec["outside"] = [len(outside), stepped]
+                unreduced += outside
         cats["params"] = ([n for n, _ in params], [p for _, p in params])
+        aux: list[tuple[str, Any]] = []
+        for i, (ref, used) in enumerate(self.aux):
+            m = ref()
+            if m is None or not used:
+                continue
+            aux += [(f"aux{i}.{type(m).__name__}.{n}", p) for n, p in m.named_parameters()]
+        if aux:
+            cats["aux"] = ([n for n, _ in aux], [p for _, p in aux])
         sharded = {n for n, p in params if _sharded(p)} | ds_sharded
         grads = [(n, p.grad) for n, p in params if p.grad is not None]
         cats["grads"] = ([n for n, _ in grads], [g for _, g in grads])

@@ -44,6 +44,7 @@ _STEP_FIELDS = {
     "lowp": "list[num]",
     "byp": "int",
     "zc": "int",
+    "oth": "int",  # steps of other optimizers since the counted one's last step
     "zb": "bool",
     "sch": "int",
     "clip": "list[any]",
@@ -89,6 +90,11 @@ KINDS: dict[str, dict[str, str]] = {
         "scaler": "list[any]",
         "unreduced": "list[str]",
         "n_unreduced": "int",
+        # the counted optimizer's parameters no DDP wrapper holds, of all it steps
+        "outside": "list[int]",
+        # models the loop runs beside the wrapped one, neither wrapped nor stepped
+        "aux": "list[list]",
+        "aux_names": "list[str]",
     },
     "bufchk": {"s": "int?", "buffers": "list[list]", "buffers_names": "list[str]"},
     "epoch": {
