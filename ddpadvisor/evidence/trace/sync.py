@@ -100,7 +100,8 @@ class SyncReader(Context):
                 "forward_bypasses_ddp",
                 True,
                 where=f"rank {rank} step {step}",
-                detail=f"training forwards ran through the inner module, outside the DDP wrapper "
+                detail=f"training forwards ran through the inner module (or its parts), outside "
+                f"the DDP wrapper "
                 f"({sum(b[2] for b in bypass)} times; first at step {step})",
             )
         elif total:

@@ -244,6 +244,7 @@ class Agent:
         self.ds_step_counted = False
         self.wrapped_modules: weakref.WeakSet[Any] = weakref.WeakSet()
         self.in_ddp_forward = 0
+        self.in_inner_forward = 0  # forwards of a DDP's inner module under way
         self.primary: weakref.ref[Any] | None = None
         self.opt_steps: dict[int, int] = {}
         self.opt_seen: set[int] = set()
@@ -405,6 +406,12 @@ class Agent:
         ddp.register_forward_pre_hook(_ddp_pre_forward, with_kwargs=True)
         ddp.register_forward_hook(_ddp_post_forward, always_call=True)
         module.register_forward_pre_hook(_inner_pre_forward, with_kwargs=True)
+        module.register_forward_hook(_inner_post_forward, always_call=True)
+        # the inner module's parts called on their own (model.module.encoder(x)) bypass the
+        # wrapper as surely as model.module(x) does
+        for child in module.children():
+            if any(True for _ in child.parameters()):
+                child.register_forward_pre_hook(_part_pre_forward)
         weakref.finalize(ddp, _on_ddp_collected, index)
 
     def _fp_summary(self, tensors: list[Any]) -> Any:
@@ -1130,9 +1137,26 @@ def _inner_pre_forward(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
             if info["module"]() is module:
                 a.safe("buffers", a.check_buffers, info)
                 break
+    a.in_inner_forward += 1
     if a.in_ddp_forward == 0 and torch.is_grad_enabled():
         a.window.bypass += 1
         a.safe("forward", a.digest_inputs, args, kwargs)
+    return None
+
+
+def _inner_post_forward(module: Any, args: Any, output: Any) -> None:
+    a = rt.AGENT
+    if a is not None:
+        a.in_inner_forward = max(0, a.in_inner_forward - 1)
+    return None
+
+
+def _part_pre_forward(module: Any, args: Any) -> None:
+    a = rt.AGENT
+    if a is None or _compiling():
+        return None
+    if a.in_ddp_forward == 0 and a.in_inner_forward == 0 and torch.is_grad_enabled():
+        a.window.bypass += 1
     return None
 
 
