@@ -18,7 +18,13 @@ import tempfile
 
 import torch
 from accelerate import Accelerator, DeepSpeedPlugin, PartialState
-from accelerate.utils import DistributedType, DummyOptim, DummyScheduler, broadcast_object_list, set_seed
+from accelerate.utils import (
+    DistributedType,
+    DummyOptim,
+    DummyScheduler,
+    broadcast_object_list,
+    set_seed,
+)
 from torch.utils.data import DataLoader, Dataset
 from transformers import AutoModelForCausalLM, GPTNeoXConfig
 

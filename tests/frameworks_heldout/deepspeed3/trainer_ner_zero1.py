@@ -20,7 +20,13 @@ import tempfile
 import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
-from transformers import ElectraConfig, ElectraForTokenClassification, Trainer, TrainingArguments, set_seed
+from transformers import (
+    ElectraConfig,
+    ElectraForTokenClassification,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
 
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 PAD_ID = 0
