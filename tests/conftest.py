@@ -70,7 +70,6 @@ LONGEST_FIRST = [
     "test_install.py",
     "test_trace_loss_factor.py",
     "test_intake_code.py",
-    "test_frameworks_launch.py",
     "test_front_door.py",
     "test_i18n.py",
     "test_cli_errors.py",
