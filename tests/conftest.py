@@ -43,7 +43,7 @@ def engine():  # type: ignore[no-untyped-def]
 # would run alone at the end. Ordered by the per-file sums of a `--durations=0` run (a loaded
 # machine: the order counts, not the seconds); files not named here take under ~30 s each.
 # The two DeepSpeed files wait for .ci/run's background build of DeepSpeed's CPU ops (about
-# 3.5 min): queued behind enough work that they start when the build is nearly done.
+# 3.5 min, longer beside the suite): queued about halfway, where they start once it is done.
 LONGEST_FIRST = [
     "test_fuzz_inputs.py",
     "test_probes_run.py",
@@ -54,10 +54,8 @@ LONGEST_FIRST = [
     "test_kb_loader.py",
     "test_frameworks_torch_stacks.py",
     "test_frameworks_peft.py",
-    "test_frameworks_deepspeed.py",
     "test_trace_agent.py",
     "test_trace_install.py",
-    "test_frameworks_heldout_deepspeed.py",
     "test_kb_cache.py",
     "test_text_linear.py",
     "test_tui_small.py",
@@ -65,7 +63,9 @@ LONGEST_FIRST = [
     "test_trace_fuzz.py",
     "test_tui_i18n.py",
     "test_probe_results_fuzz.py",
+    "test_frameworks_deepspeed.py",
     "test_runs_signals.py",
+    "test_frameworks_heldout_deepspeed.py",
     "test_interview_tui.py",
     "test_install.py",
     "test_trace_loss_factor.py",
