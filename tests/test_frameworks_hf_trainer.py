@@ -13,6 +13,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "frameworks"))
-from cases import zoo_module  # tests/frameworks/cases.py
+from cases import real_launch_check, zoo_module  # tests/frameworks/cases.py
 
 pytestmark, outcomes, test_case = zoo_module("hf_trainer")
+# trainer_cli_accum.py once more through torchrun: the fork runner must measure what it measures
+real_launch, test_fork_runner_measures_what_a_real_launch_measures = real_launch_check(
+    "hf_trainer", "trainer_cli_accum.py"
+)

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import shutil
 import socket
 import struct
 import subprocess
@@ -437,16 +438,40 @@ def _top(kb_model: Any) -> str:
     return diagnose(engine, [o for o in obs if o]).causes[0].id
 
 
-@pytest.mark.parametrize("damage", list(DAMAGE))
-def test_a_damaged_cache_is_rebuilt_with_one_note(
-    cache_home: Path, capsys: pytest.CaptureFixture[str], damage: str
-) -> None:
+@pytest.fixture(scope="module")
+def healthy_cache(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The bundled KB's cache as a cold start writes it, and the top cause it gives: built once
+    (a build takes seconds), each damage below starts from a copy."""
     from ddpadvisor.bundled import bundled_dir
     from ddpadvisor.engine.cache import load_cached
 
+    home = tmp_path_factory.mktemp("healthy-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(home))
+        mp.delenv("DDPADVISOR_NO_CACHE", raising=False)
+        want = _top(load_cached([bundled_dir("kb")]))
+    (path,) = home.rglob("kb-*.json")
+    return path, want
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_cache_is_rebuilt_with_one_note(
+    healthy_cache: tuple[Path, str],
+    cache_home: Path,
+    capsys: pytest.CaptureFixture[str],
+    damage: str,
+) -> None:
+    from ddpadvisor.bundled import bundled_dir
+    from ddpadvisor.engine.cache import cache_dir, load_cached
+
     dirs = [bundled_dir("kb")]
-    want = _top(load_cached(dirs))
-    (path,) = cache_home.rglob("kb-*.json")
+    healthy, want = healthy_cache
+    cache_dir().mkdir(mode=0o700, parents=True)
+    path = cache_dir() / healthy.name
+    shutil.copy2(healthy, path)  # as written: the same bytes and the same 0600 mode
+    copied = path.stat().st_ino
+    assert _top(load_cached(dirs)) == want and capsys.readouterr().err == ""
+    assert path.stat().st_ino == copied, "the copy is read as the cache, not rebuilt"
     path.write_bytes(DAMAGE[damage](path.read_bytes()))
     capsys.readouterr()
     assert _top(load_cached(dirs)) == want

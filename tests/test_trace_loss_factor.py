@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from ddpadvisor.tracing import agent_dir
 
 PROBE = """
@@ -35,13 +37,24 @@ dist.destroy_process_group()
 """
 
 
-def test_loss_factor_is_read_through_the_ddp_sink() -> None:
+@pytest.fixture(scope="module")
+def probes() -> subprocess.CompletedProcess[str]:
+    """Both probes below in one fresh interpreter with the agent on its path (one torch
+    import): the DDP one first, then the identity wrappers, each printing its own lines."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
     env["PYTHONPATH"] = os.pathsep.join([str(agent_dir()), env.get("PYTHONPATH", "")])
     env["PORT"] = str(29400 + os.getpid() % 500)
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120
+    return subprocess.run(
+        [sys.executable, "-c", PROBE + IDENTITY_PROBE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
+
+
+def test_loss_factor_is_read_through_the_ddp_sink(probes: subprocess.CompletedProcess[str]) -> None:
+    proc = probes
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("True", "False"))]
     # ``* 2`` on a loss divided by 8: 2/8 with and without the sink
@@ -51,6 +64,7 @@ def test_loss_factor_is_read_through_the_ddp_sink() -> None:
     ]
 
 
+IDENTITY_LINES = ("zero3 ", "hooked ", "opaque ")
 IDENTITY_PROBE = """
 import torch
 from ddpadvisor_trace_agent.core import _loss_factor
@@ -91,17 +105,15 @@ print("opaque", _loss_factor(Halve.apply(loss) * 2, [])[0])
 """
 
 
-def test_loss_factor_is_read_through_identity_wrappers_only() -> None:
+def test_loss_factor_is_read_through_identity_wrappers_only(
+    probes: subprocess.CompletedProcess[str],
+) -> None:
     """ZeRO-3 wraps module outputs in an identity autograd function: the Trainer's
     ``loss / num_items_in_batch * num_processes`` read there as a bare ``* 2`` (2 ranks), i.e.
     a loss multiplied by the world size and not divided by the accumulation."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPADVISOR_TRACE")}
-    env["PYTHONPATH"] = os.pathsep.join([str(agent_dir()), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", IDENTITY_PROBE], env=env, capture_output=True, text=True, timeout=120
-    )
+    proc = probes
     assert proc.returncode == 0, proc.stderr[-2000:]
-    got = dict(line.split() for line in proc.stdout.splitlines())
+    got = dict(line.split() for line in proc.stdout.splitlines() if line.startswith(IDENTITY_LINES))
     assert float(got["zero3"]) == 0.25  # * 2 / 8, through the wrapper
     assert float(got["opaque"]) == 2.0  # the walk stops at a function it does not know
     assert float(got["hooked"]) == 0.5  # * 2 / 4, through the hook on the module's output

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Protocol
 
 try:
@@ -431,6 +431,7 @@ def _ambiguous(items: Any, probes: str) -> bool:
     return False
 
 
+@lru_cache(maxsize=8192)  # each KB load checks every pattern again; the answer is the pattern's
 def backtracking_problem(pattern: str) -> str | None:
     """Why a pattern is refused: too long, invalid, a back-reference, or a shape whose one
     match attempt can backtrack without bound. None when it is fine."""

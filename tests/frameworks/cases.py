@@ -207,7 +207,7 @@ def run_cases(
     """Every case traced once through the fork runner (tests/support/forkrun.py: torch and the
     framework imported once, the agent installed right after torch as in a real rank),
     ``workers`` jobs at a time (variants written under ``root/scripts`` first);
-    tests/test_frameworks_launch.py checks it against run_case."""
+    :func:`real_launch_check` checks it against run_case."""
     from forkrun import Job, run_many
 
     cases = [materialise(c, root / "scripts") for c in cases]
@@ -280,6 +280,47 @@ def zoo_module(name: str) -> tuple[list[Any], Any, Any]:
         assert problems(outcome) == [], facts_line(outcome)
 
     return marks, outcomes, test_case
+
+
+def real_launch_check(name: str, script: str) -> tuple[Any, Any]:
+    """What a zoo module binds, beside :func:`zoo_module`'s, to check that the fork runner
+    measures what a real ``ddpadvisor trace`` measures: the module fixture ``real_launch``,
+    which traces ``script`` once more through torchrun (:func:`run_case`), and the test that
+    compares it with the fork runner's outcome of the same case (the module's ``outcomes``):
+    same steps, same facts, same leading causes. The frameworks with the most import-time
+    machinery carry it (the HF Trainer on accelerate, and Lightning, which reads the rank at
+    import)."""
+    import pytest
+
+    (case,) = [c for c in load_cases(HERE / name) if c.script.name == script]
+
+    @pytest.fixture(scope="module")
+    def real_launch(tmp_path_factory: Any, engine: Any) -> Outcome:
+        return run_case(engine, case, tmp_path_factory.mktemp(f"{name}-real") / case.script.stem)
+
+    def test_fork_runner_measures_what_a_real_launch_measures(
+        outcomes: dict[str, Outcome], real_launch: Outcome
+    ) -> None:
+        real, forked = real_launch, outcomes[case.name]
+        assert real.status == forked.status == "ok", (real.failure, forked.failure)
+        assert real.steps == forked.steps
+        differ = {
+            f: (forked.facts.get(f), real.facts.get(f))
+            for f in set(real.facts) | set(forked.facts)
+            if not _same(real.facts.get(f), forked.facts.get(f))
+        }
+        assert not differ, f"{case.name}: fact (fork runner, real launch): {differ}"
+        assert real.by_trace.ranking[:3] == forked.by_trace.ranking[:3]
+
+    return real_launch, test_fork_runner_measures_what_a_real_launch_measures
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal; measured ratios within 10 % (two real launches of a Trainer job differ by a few
+    per cent in synced_grad_norm_ratio: its run is not bit-for-bit repeatable)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 0.1 * max(abs(a), abs(b), 1e-9)
+    return bool(a == b)
 
 
 def problems(outcome: Outcome) -> list[str]:
