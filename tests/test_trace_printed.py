@@ -21,9 +21,13 @@ def _losses(rank: int, s: int) -> list[float]:
     return [2.0 - 0.1 * s + 0.5 * rank, 2.05 - 0.1 * s + 0.5 * rank]
 
 
-def _trace(tmp_path: Path, shown: str, fac: float = 1.0) -> Path:
+def _trace(
+    tmp_path: Path, shown: str, fac: float = 1.0, engine: bool = False, scale: float = 1.0
+) -> Path:
     """Rank 0 prints, after every second step, the mean of the last two steps' losses as
-    ``shown`` says: its own, the mean over ranks, their sum, or as passed to backward."""
+    ``shown`` says: its own, the mean over ranks, their sum, or as passed to backward.
+    ``engine``: a DeepSpeed engine's records (the user's loss, the engine's division as
+    ``fac``). ``scale`` multiplies what is printed."""
     folder = tmp_path / "trace"
     folder.mkdir()
     for rank in (0, 1):
@@ -33,8 +37,10 @@ def _trace(tmp_path: Path, shown: str, fac: float = 1.0) -> Path:
         ]
         for s in range(1, STEPS + 1):
             raw = _losses(rank, s)
-            step = {"k": "step", "s": s, "loss": [v * fac for v in raw], "fac": [fac, fac],
-                    "syn": [False, True], "lr": [0.1], "sch": 0}  # fmt: skip
+            step = {"k": "step", "s": s, "loss": [v * (1 if engine else fac) for v in raw],
+                    "fac": [fac, fac], "syn": [False, True], "lr": [0.1], "sch": 0}  # fmt: skip
+            if engine:
+                step["ds"] = {"steps": 2, "bwd": 2, "bnd": [False, True]}
             recs.append(step)
             if rank == 0 and s % 2 == 0:
                 window = [v for k in (s - 1, s) for v in _losses(0, k)]
@@ -46,7 +52,8 @@ def _trace(tmp_path: Path, shown: str, fac: float = 1.0) -> Path:
                     "sum": own + mine,
                     "divided": _losses(0, s)[1] * fac,
                 }[shown]
-                recs.append({"k": "out", "s": s, "b": 0, "n": [[0.1, 1], [round(value, 4), 4]]})
+                shown_value = round(value * scale, 6)
+                recs.append({"k": "out", "s": s, "b": 0, "n": [[0.1, 1], [shown_value, 6]]})
         recs.append({"k": "end", "why": "exit", "s": STEPS, "fwd": 16, "bwd": 16, "sched": 0,
                      "opt_steps": [STEPS]})  # fmt: skip
         (folder / f"rank{rank}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
@@ -76,6 +83,23 @@ def test_which_loss_rank0_printed(tmp_path, kb, shown, fac, rank0_only, wrong): 
     assert facts.get("logs_rank0_only") is rank0_only
     assert facts.get("logged_loss_reduction_wrong") is wrong
     assert facts.get("logged_loss_off_by_factor") is wrong
+
+
+@pytest.mark.parametrize(
+    ("shown", "rank0_only", "wrong"), [("mean", False, None), ("sum", None, True)]
+)
+def test_a_deepspeed_engine_records_the_users_loss(tmp_path, kb, shown, rank0_only, wrong):  # type: ignore[no-untyped-def]
+    """The engine divides by its accumulation steps itself: its factor is not undone again."""
+    facts = _facts(kb, _trace(tmp_path, shown, fac=0.5, engine=True))
+    assert facts.get("logs_rank0_only") is rank0_only
+    assert facts.get("logged_loss_reduction_wrong") is wrong
+
+
+def test_a_token_count_divisor_is_part_of_the_printed_loss(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """A loss divided by a token count (a factor that is not 1/accumulation) prints as is."""
+    facts = _facts(kb, _trace(tmp_path, "mean", fac=0.01, scale=0.01))
+    assert facts.get("logs_rank0_only") is False
+    assert "logged_loss_reduction_wrong" not in facts
 
 
 def test_prints_that_match_no_loss_decide_nothing(tmp_path, kb):  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ The agent keeps the decimal numbers of every printed or logged line (``out`` rec
 tracing/agent/.../hooks/output.py) with the step count at the time and the backwards already
 run in the step under way. Each rank's micro-batch losses are in its step records (``loss``, as
 passed to backward, and ``fac``, the constant factor applied just before: ``loss / k`` records
-``fac`` 1/k). A printed number is matched against what a loop commonly prints, computed from
+``fac`` 1/k; a DeepSpeed engine records the user's loss and its own division as ``fac``). A printed number is matched against what a loop commonly prints, computed from
 those losses at the moment of the print: the last micro-batch's loss, the last step's mean, the
 mean since the previous print, since the epoch began or since the start, each as rank 0's own
 value, the mean over ranks or their sum, and the last loss as passed to backward (still divided
@@ -47,15 +47,25 @@ def _flat(t: RankTrace) -> tuple[list[float], list[float], dict[int, int]]:
         rec = t.steps[s]
         losses = rec.get("loss") or []
         facs = rec.get("fac") or []
+        # A DeepSpeed engine's backward records the user's loss and, as the factor, the
+        # engine's own division by its accumulation steps; a plain backward records the loss
+        # as passed, after the loop's factor. Only a factor of 1 / (backwards in the window)
+        # is an accumulation division the loop would undo to print; any other constant (a
+        # token count, a temperature) is part of the loss it prints.
+        engine = rec.get("ds") is not None
+        window = len(losses)
         for i, v in enumerate(losses):
             if not isinstance(v, (int, float)) or not math.isfinite(v):
                 v = math.nan
-            fac = facs[i] if i < len(facs) else None
-            passed.append(float(v))
-            if isinstance(fac, (int, float)) and fac != 0 and math.isfinite(fac):
-                raw.append(float(v) / fac)
-            else:
+            f = facs[i] if i < len(facs) else None
+            fac = float(f) if isinstance(f, (int, float)) and f != 0 and math.isfinite(f) else 1.0
+            accumulation = window > 1 and abs(fac * window - 1) < 1e-6
+            if engine:
                 raw.append(float(v))
+                passed.append(float(v) * fac if accumulation else float(v))
+            else:
+                passed.append(float(v))
+                raw.append(float(v) / fac if accumulation else float(v))
         ended[s] = len(raw)
     return raw, passed, ended
 
