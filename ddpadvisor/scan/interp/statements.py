@@ -201,6 +201,14 @@ class Statements(WalkerCore):
         body_ends = _ends_branch(stmt.body)
         body_dist = _sets_up_distributed(self.events[first:])
         after_body, body_exprs = dict(frame.locals), dict(frame.exprs)
+        if job is None and self.job_truth(stmt.test, frame) == branches.ALL:
+            # The body chose the distributed set-up with this very test (``if n_gpus > 1:
+            # mp.spawn(train)`` where ``train`` starts with ``if n_gpus > 1:
+            # init_process_group(...)``): now that it is known to hold in the job, the else
+            # side is the single-process path, dead code as for ``if world_size > 1:``.
+            if body_ends:
+                self.dead_after = True
+            return
         # Without an else, the path that skips the body keeps what held before the if.
         after_else, else_ends, else_dist = before, False, False
         if stmt.orelse:
