@@ -476,19 +476,28 @@ def switched(e: Event) -> bool:
     )
 
 
-def may_not_run(rc: RuleContext, e: Event) -> bool:
+def may_not_run(
+    rc: RuleContext,
+    e: Event,
+    start: int = 0,
+    stop: int | None = None,
+) -> bool:
     """Under an ``if`` the scan cannot decide, or one a command-line option decides. Tests on
     the rank or world size do not count (every rank of a multi-GPU job takes its side), nor
     the side of an ``if`` on which alone the job becomes distributed (``if args.distributed:``:
     the job being diagnosed takes it), nor tests on what a loop around
-    them changes (``if epoch == 2:`` runs, at some epoch)."""
+    them changes (``if epoch == 2:`` runs, at some epoch). ``start``/``stop``: only the part
+    of ``e.ctx`` at those positions is judged, as code that runs where ``e.ctx[:start]`` runs
+    (another event's path up to there)."""
     sides = _distributed_sides(rc)
     varying: set[str] = set()
-    for c in e.ctx:
+    ctx = e.ctx if stop is None else e.ctx[:stop]
+    for i, c in enumerate(ctx):
         if isinstance(c, LoopCtx):
-            varying |= _loop_names(c.node)
+            if i >= start:
+                varying |= _loop_names(c.node)
             continue
-        if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint:
+        if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint or i < start:
             continue
         if (id(c.node), c.branch) in sides:
             continue
