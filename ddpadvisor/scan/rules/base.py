@@ -490,11 +490,12 @@ def may_not_run(
     of ``e.ctx`` at those positions is judged, as code that runs where ``e.ctx[:start]`` runs
     (another event's path up to there)."""
     sides = _distributed_sides(rc)
+    runs = _run_loops(rc)
     varying: set[str] = set()
     ctx = e.ctx if stop is None else e.ctx[:stop]
     for i, c in enumerate(ctx):
         if isinstance(c, LoopCtx):
-            if i >= start:
+            if i >= start and id(c.node) not in runs:
                 varying |= _loop_names(c.node)
             continue
         if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint or i < start:
@@ -508,6 +509,22 @@ def may_not_run(
             continue
         return True
     return False
+
+
+def _run_loops(rc: RuleContext) -> set[int]:
+    """The loops around the job's own set-up (its process group, its model wrap): each pass
+    is another run (``for path in args.cfg_files: cfg = load_config(path); launch(cfg)``),
+    not another epoch or step, so what they rebind is the run's configuration, and a test
+    on it is an option, not a test on what changes as training goes on."""
+    out: set[int] = set()
+    for e in rc.a.events:
+        if e.kind != "call":
+            continue
+        if apis.last(e.name) == "init_process_group" or (
+            e.result is not None and e.result.kind in (V.DDP, V.FSDP)
+        ):
+            out.update(id(c.node) for c in e.ctx if isinstance(c, LoopCtx))
+    return out
 
 
 def _distributed_sides(rc: RuleContext) -> set[tuple[int, bool]]:
