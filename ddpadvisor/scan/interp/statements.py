@@ -327,8 +327,9 @@ class Statements(WalkerCore):
             else:
                 self.sites.append(site)
         if site in self.flip:
-            return no
-        return primary
+            return no.with_taint(V.PICKED) if no.kind in _PICKABLE else no
+        # code one side picks (a function, a class): what it does is one reading of two
+        return primary.with_taint(V.PICKED) if primary.kind in _PICKABLE else primary
 
     def job_truth(self, test: ast.expr, frame: Frame) -> str | None:
         """What ``test`` means in the multi-rank job (see :mod:`interp.branches`)."""
@@ -1045,6 +1046,7 @@ def _started_loaders(it: Val) -> set[int]:
 
 
 _CODE_KINDS = (V.FUNCTION, V.LAMBDA, "class", "method")
+_PICKABLE = (*_CODE_KINDS, V.PARTIAL)
 _DIST_KINDS = (V.DDP, V.FSDP)
 
 

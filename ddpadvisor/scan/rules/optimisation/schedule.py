@@ -163,6 +163,13 @@ def _scheduler_warmup(rc: RuleContext, s: Obj) -> None:
         return
     if n == "LambdaLR":
         fn = s.kwargs.get("lr_lambda") or (s.args[1] if len(s.args) > 1 else None)
+        if fn is not None and V.PICKED in fn.taint:
+            # ``lr_fn = lambda s: 1.0`` or ``partial(cosine, warmup=...)`` by a config key:
+            # the function read is one of several, and the others may ramp up
+            rc.warn(
+                f"{s.where}: LambdaLR's function is one of several an if picks; warmup not decided"
+            )
+            return
         found = _warmup_in_function(rc, fn)
         if found is not None and found[1]:
             rc.cli_default("warmup_steps", found[0], s.where)
