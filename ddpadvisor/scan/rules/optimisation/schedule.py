@@ -281,6 +281,8 @@ def _warmup_in_function(
     ref = fn.const
     node = ref.node
     params = [p.arg for p in node.args.args]
+    if params and ref.owner is not None and params[0] in ("self", "cls"):
+        params = params[1:]  # a method: its step is the first argument after the instance
     if not params:
         return None
     step = params[0]
@@ -308,9 +310,33 @@ def _warmup_in_function(
         value = _resolve_in(rc, bound, ref, scope)
         if value is not None:
             return int(value[0]), value[1]
-    if flat and not any(isinstance(s, (ast.Compare, ast.If, ast.IfExp)) for s in ast.walk(node)):
+    if (
+        flat
+        and not any(isinstance(s, (ast.Compare, ast.If, ast.IfExp)) for s in ast.walk(node))
+        and not _hands_on_step(node, step)
+    ):
         return 0, False
     return None
+
+
+_RATE_MATH = ("math.", "torch.", "np.", "numpy.")
+_RATE_BUILTINS = {"min", "max", "float", "int", "abs", "round", "pow"}
+
+
+def _hands_on_step(node: ast.AST, step: str) -> bool:
+    """The function passes its step to another function (``return self.lr_func(it)``, a
+    rate function picked at set-up): that one decides the ramp, so no test here does not
+    mean no warmup. Arithmetic helpers (``math.cos``, ``min``) do not count."""
+    for sub in ast.walk(node):
+        if not isinstance(sub, ast.Call):
+            continue
+        name = text(sub.func)
+        if name in _RATE_BUILTINS or name.startswith(_RATE_MATH):
+            continue
+        for arg in [*sub.args, *(k.value for k in sub.keywords)]:
+            if any(isinstance(n, ast.Name) and n.id == step for n in ast.walk(arg)):
+                return True
+    return False
 
 
 def _resolve_in(
