@@ -21,6 +21,7 @@ from ddpadvisor.scan.analysis import Accum, Analysis, eval_at, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
 from ddpadvisor.scan.evaluate import free_names
 from ddpadvisor.scan.interp import ClassInfo, WalkResult
+from ddpadvisor.scan.interp.frames import _RANK_NAMES, _WORLD_NAMES
 from ddpadvisor.scan.library import views
 from ddpadvisor.scan.library.views import (
     AccelerateView,
@@ -481,6 +482,7 @@ def may_not_run(
     e: Event,
     start: int = 0,
     stop: int | None = None,
+    guards: frozenset[str] = frozenset(),
 ) -> bool:
     """Under an ``if`` the scan cannot decide, or one a command-line option decides. Tests on
     the rank or world size do not count (every rank of a multi-GPU job takes its side), nor
@@ -488,7 +490,8 @@ def may_not_run(
     the job being diagnosed takes it), nor tests on what a loop around
     them changes (``if epoch == 2:`` runs, at some epoch). ``start``/``stop``: only the part
     of ``e.ctx`` at those positions is judged, as code that runs where ``e.ctx[:start]`` runs
-    (another event's path up to there)."""
+    (another event's path up to there). ``guards``: names a test may check without counting
+    (``if sampler is not None: sampler.set_epoch(epoch)`` runs whenever the sampler does)."""
     sides = _distributed_sides(rc)
     runs = _run_loops(rc)
     varying: set[str] = set()
@@ -500,12 +503,29 @@ def may_not_run(
             continue
         if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint or i < start:
             continue
-        if (id(c.node), c.branch) in sides:
+        if c.runs == "all" or (id(c.node), c.branch) in sides:
             continue
         if not (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint):
             continue
         raw = getattr(c.node, "test", c.test)
-        if (free_names(c.test) | free_names(raw)) & varying:
+        if guards and (free_names(raw) | free_names(c.test)) & guards:
+            continue
+        if (free_names(c.test) | free_names(raw)) & varying and not _option_conjunct(
+            raw, c.branch, varying
+        ):
+            continue
+        return True
+    return False
+
+
+def _option_conjunct(test: ast.expr, branch: bool, varying: set[str]) -> bool:
+    """``if epoch > 0 and cfg.chunked:`` taken: the loop's own part holds at some pass, but
+    the other part is an option the run decides, so the body may never run."""
+    if not (branch and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return False
+    for part in test.values:
+        names = free_names(part) | {n.attr for n in ast.walk(part) if isinstance(n, ast.Attribute)}
+        if names & varying or {n.lower() for n in names} & (_RANK_NAMES | _WORLD_NAMES):
             continue
         return True
     return False
