@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
@@ -285,7 +286,9 @@ def _warmup_in_function(
         params = params[1:]  # a method: its step is the first argument after the instance
     if not params:
         return None
-    step = params[0]
+    # the step is the first parameter, or a later one named for a counter
+    # (``adjust_lr(opt, step, world)``, ``set_rate(args, optimizer, loader, step)``)
+    steps = {params[0], *(p for p in params[1:] if _STEP_NAME.search(p))}
     scope = ref.scope
     for sub in ast.walk(node):
         bound: ast.expr | None = None
@@ -294,7 +297,7 @@ def _warmup_in_function(
             and len(sub.ops) == 1
             and isinstance(sub.ops[0], (ast.Lt, ast.LtE))
             and isinstance(sub.left, ast.Name)
-            and sub.left.id == step
+            and sub.left.id in steps
         ):
             bound = sub.comparators[0]
         if isinstance(sub, ast.Call) and text(sub.func) in ("min",) and len(sub.args) == 2:
@@ -302,7 +305,7 @@ def _warmup_in_function(
                 if (
                     isinstance(arg, ast.BinOp)
                     and isinstance(arg.op, ast.Div)
-                    and step in {n.id for n in ast.walk(arg.left) if isinstance(n, ast.Name)}
+                    and steps & {n.id for n in ast.walk(arg.left) if isinstance(n, ast.Name)}
                 ):
                     bound = arg.right
         if bound is None:
@@ -313,10 +316,16 @@ def _warmup_in_function(
     if (
         flat
         and not any(isinstance(s, (ast.Compare, ast.If, ast.IfExp)) for s in ast.walk(node))
-        and not _hands_on_step(node, step)
+        and not any(
+            isinstance(s, ast.Call) and text(s.func) in ("min", "max") for s in ast.walk(node)
+        )
+        and not any(_hands_on_step(node, step) for step in params)
     ):
         return 0, False
     return None
+
+
+_STEP_NAME = re.compile(r"step|iter|^it$|epoch", re.I)
 
 
 _RATE_MATH = ("math.", "torch.", "np.", "numpy.")
