@@ -360,6 +360,9 @@ class Expressions(WalkerCore):
             return Val(kind=base.kind, ref=base.ref)  # model.layers[3]: still (part of) the model
         if base.kind == "named_params" or base.kind == V.PARAMS:
             return Val(kind=V.PARAMS, ref=base.ref)
+        if base.kind == "param_groups" and not isinstance(node.slice, ast.Slice):
+            # ``optimizer.param_groups[0]``: one group, as a loop over them gives
+            return Val(kind="param_group", ref=base.ref)
         if isinstance(node.slice, ast.Slice):
             sl = node.slice
             lower = self.eval_pure(sl.lower, frame) if sl.lower is not None else UNKNOWN
