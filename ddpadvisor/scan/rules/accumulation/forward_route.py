@@ -107,7 +107,7 @@ def _callee(f: Event) -> int | None:
     return None
 
 
-def _same_model(around: Event, through: Event, wrapped: dict[int | None, Obj]) -> bool:
+def _same_model(around: Event, through: Event, wrapped: dict[int, Obj]) -> bool:
     """Whether the forward ``through`` a wrapper calls the wrapper of the model ``around``
     calls around it. Unknown either way: counted as the same (as before)."""
     inner, outer = _callee(around), _callee(through)
