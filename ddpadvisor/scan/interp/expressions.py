@@ -277,7 +277,7 @@ class Expressions(WalkerCore):
             elif right.taint & V.ANY_REDUCED and V.REDUCED in left.taint:
                 # A summed total over a summed count: a correct global mean.
                 taint.discard(V.REDUCED_SUM)
-            elif V.REDUCED_SUM in left.taint and right.taint & V.COUNT_LABELS:
+            elif V.REDUCED_SUM in left.taint and right.taint & (V.COUNT_LABELS | {V.SIZE}):
                 # A sum over the ranks divided by a count of this rank's batches, tokens or
                 # samples (``len(loader)``): still summed over the ranks.
                 pass
