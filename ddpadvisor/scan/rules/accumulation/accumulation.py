@@ -96,12 +96,17 @@ def accumulation(rc: RuleContext) -> None:
 
 def _backward_an_option_skips(rc: RuleContext, acc: Accum) -> Event | None:
     """Another backward of the same training step that runs outside the micro-batch loop,
-    where that loop sits on a path an option (or a test the scan cannot decide) picks: a
-    model type whose helper backpropagates per view or per chunk, beside the step's own
-    backward for the other models. Which of the two trains is the run's choice, so neither
-    is the accumulation."""
+    where that loop (over parts of a batch, their number not read) sits on a path an option
+    (or a test the scan cannot decide) picks: a model type whose helper backpropagates per
+    view, beside the step's own backward for the other models. Which of the two trains is
+    the run's choice, so neither is the accumulation."""
     b, loop, step = acc.backward, acc.micro_loop, acc.step
     if acc.style != "inner" or b is None or loop is None or step is None:
+        return None
+    if acc.k is not None or acc.k_default:
+        # a count the code or the run sets (``range(args.accum_freq)``): when the run
+        # accumulates, it is on this path, so the loss is read as if it does (defaults are
+        # not facts); only a loop over parts of a batch whose number is not read is doubted
         return None
     at = next((i for i, c in enumerate(b.ctx) if c is loop), None)
     if at is None:
