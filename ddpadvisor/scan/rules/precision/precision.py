@@ -62,12 +62,6 @@ def precision(rc: RuleContext) -> None:
         _scaler(rc, None)
         return
     low = [(d, w) for d, w in casts if d in ("fp16", "bf16")]
-    if low and casts[-1][0] in ("fp16", "bf16") and uses_lora:
-        # the base weights in half precision, the adapters as the adapter library makes them
-        # (often fp32, under an autocast or not): neither pure half nor fp32 is certain
-        rc.warn(f"{low[-1][1]}: model cast to {low[-1][0]} with adapters on; precision not decided")
-        _scaler(rc, None)
-        return
     if low and casts[-1][0] in ("fp16", "bf16") and not uses_lora:
         d, where = low[-1]
         if where in switched:
@@ -149,6 +143,12 @@ def precision(rc: RuleContext) -> None:
             f"{fwds[0].where}: the model comes from code the scan does not read; "
             "no autocast seen, but precision not decided"
         )
+        _scaler(rc, None)
+        return
+    if low and casts[-1][0] in ("fp16", "bf16") and uses_lora:
+        # the base weights in half precision, the adapters as the adapter library makes them
+        # (often fp32), and no autocast or framework says more: not fp32, nor pure half
+        rc.warn(f"{low[-1][1]}: model cast to {low[-1][0]} with adapters on; precision not decided")
         _scaler(rc, None)
         return
     rc.emit(
