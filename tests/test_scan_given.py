@@ -66,3 +66,16 @@ def test_the_run_with_a_given_count_leads_with_its_two_faults(engine: Any) -> No
     top = diagnose(engine, got.observations).causes[:2]
     assert {c.id for c in top} == faults
     assert top[0].score >= 0.30
+
+
+def test_a_given_count_decides_whether_accelerate_skips_the_sync() -> None:
+    # accumulate() enters no_sync only before a boundary: one micro-batch per step never does
+    flagged = fixture_path("accelerate_accumulate_count_flag.py")
+    assert scan_file(flagged, strict=True).value("uses_no_sync") is None
+    assert (
+        scan_file(flagged, strict=True, given={"grad_accum_steps": 1}).value("uses_no_sync")
+        is False
+    )
+    assert (
+        scan_file(flagged, strict=True, given={"grad_accum_steps": 4}).value("uses_no_sync") is True
+    )

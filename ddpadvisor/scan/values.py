@@ -44,6 +44,8 @@ REDUCED_COUNT = "reduced_count"
 ANY_REDUCED = frozenset({REDUCED, REDUCED_COUNT})
 UNREAD_PATH = "unread_path"  # passed through a call of code the scan does not read
 LOSS_NAMED = "loss_named"  # held in a dict under a key that names a loss (a hint, not a fact)
+# one of several functions or objects an undecided ``if`` binds (the other is not in the value)
+PICKED = "picked"
 DIV_WORLD = "div_world"
 MUL_WORLD = "mul_world"
 SUM_RED = "red_sum"  # the loss is a sum over samples/tokens

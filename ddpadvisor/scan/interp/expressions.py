@@ -277,7 +277,7 @@ class Expressions(WalkerCore):
             elif right.taint & V.ANY_REDUCED and V.REDUCED in left.taint:
                 # A summed total over a summed count: a correct global mean.
                 taint.discard(V.REDUCED_SUM)
-            elif V.REDUCED_SUM in left.taint and right.taint & V.COUNT_LABELS:
+            elif V.REDUCED_SUM in left.taint and right.taint & (V.COUNT_LABELS | {V.SIZE}):
                 # A sum over the ranks divided by a count of this rank's batches, tokens or
                 # samples (``len(loader)``): still summed over the ranks.
                 pass
@@ -360,6 +360,9 @@ class Expressions(WalkerCore):
             return Val(kind=base.kind, ref=base.ref)  # model.layers[3]: still (part of) the model
         if base.kind == "named_params" or base.kind == V.PARAMS:
             return Val(kind=V.PARAMS, ref=base.ref)
+        if base.kind == "param_groups" and not isinstance(node.slice, ast.Slice):
+            # ``optimizer.param_groups[0]``: one group, as a loop over them gives
+            return Val(kind="param_group", ref=base.ref)
         if isinstance(node.slice, ast.Slice):
             sl = node.slice
             lower = self.eval_pure(sl.lower, frame) if sl.lower is not None else UNKNOWN

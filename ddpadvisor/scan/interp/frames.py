@@ -149,6 +149,10 @@ class ClassInfo:
                 return V.DATASET
             if name.endswith("Sampler"):
                 return V.SAMPLER
+            if name == "Optimizer" and base.split(".")[0] == "torch":
+                # the project's own optimizer (LARS over ``torch.optim.Optimizer``): its
+                # ``step()`` is the optimizer step and its param_groups carry the rate
+                return V.OPTIMIZER
         return V.INSTANCE
 
 

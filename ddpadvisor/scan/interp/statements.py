@@ -201,6 +201,14 @@ class Statements(WalkerCore):
         body_ends = _ends_branch(stmt.body)
         body_dist = _sets_up_distributed(self.events[first:])
         after_body, body_exprs = dict(frame.locals), dict(frame.exprs)
+        if job is None and self.job_truth(stmt.test, frame) == branches.ALL:
+            # The body chose the distributed set-up with this very test (``if n_gpus > 1:
+            # mp.spawn(train)`` where ``train`` starts with ``if n_gpus > 1:
+            # init_process_group(...)``): now that it is known to hold in the job, the else
+            # side is the single-process path, dead code as for ``if world_size > 1:``.
+            if body_ends:
+                self.dead_after = True
+            return
         # Without an else, the path that skips the body keeps what held before the if.
         after_else, else_ends, else_dist = before, False, False
         if stmt.orelse:
@@ -319,8 +327,9 @@ class Statements(WalkerCore):
             else:
                 self.sites.append(site)
         if site in self.flip:
-            return no
-        return primary
+            return no.with_taint(V.PICKED) if no.kind in _PICKABLE else no
+        # code one side picks (a function, a class): what it does is one reading of two
+        return primary.with_taint(V.PICKED) if primary.kind in _PICKABLE else primary
 
     def job_truth(self, test: ast.expr, frame: Frame) -> str | None:
         """What ``test`` means in the multi-rank job (see :mod:`interp.branches`)."""
@@ -929,6 +938,29 @@ class Statements(WalkerCore):
                 if obj is not None:
                     obj.extra["open_attrs"] = True
 
+    def _annotated_instance(self, annotation: ast.expr, frame: Frame, val: Val) -> Val:
+        """``def main(exp: Exp, args)`` handed an object the scan could not build (an
+        experiment class loaded by name through importlib): the project's class the
+        annotation names stands for it, so its methods (``exp.get_trainer(args)``) are read.
+        Its ``__init__`` is not run (its arguments are not known); attributes read from it
+        stay unknown. A subclass the run loads may override a method: a reading, not a fact
+        the annotation proves, as for any object the scan builds. Only plain classes: a
+        dataclass of options is filled from the command line, and its defaults are not the
+        run's values."""
+        cls = self.eval_pure(annotation, frame)
+        if cls.kind != "class" or not isinstance(cls.const, ClassInfo):
+            return val
+        info = cls.const
+        kind = info.object_kind()
+        if kind != V.INSTANCE or any(c.is_dataclass for c in info.mro()):
+            # a dataclass of options (filled from the command line) or a model, dataset or
+            # trainer: its class defaults are not the run's values, and the object itself
+            # is what the run built, so only a plain class of the project's code stands in
+            return val
+        obj = self.new_obj(kind, annotation, frame, canon=f"local:{info.name}")
+        obj.extra["class"] = info
+        return Val(kind=kind, ref=obj.ref, canon=f"local:{info.name}", taint=val.taint)
+
     def _bind_params(
         self,
         a: ast.arguments,
@@ -968,6 +1000,8 @@ class Statements(WalkerCore):
                 val = self.eval(defaults[i], frame, ctx)  # type: ignore[arg-type]
             else:
                 val = self.unbound(p.arg)
+            if p.annotation is not None and _opaque_arg(val):
+                val = self._annotated_instance(p.annotation, frame, val)
             frame.locals[p.arg] = val
             if node is not None and _simple_expr(node, p.arg):
                 expanded = self.expand(node, caller)
@@ -1036,7 +1070,19 @@ def _started_loaders(it: Val) -> set[int]:
     return set()
 
 
+def _opaque_arg(val: Val) -> bool:
+    """A value the scan knows nothing about: no kind, no object, no constant, no parts."""
+    return (
+        val.kind is None
+        and val.ref is None
+        and not val.known
+        and val.items is None
+        and val.mapping is None
+    )
+
+
 _CODE_KINDS = (V.FUNCTION, V.LAMBDA, "class", "method")
+_PICKABLE = (*_CODE_KINDS, V.PARTIAL)
 _DIST_KINDS = (V.DDP, V.FSDP)
 
 

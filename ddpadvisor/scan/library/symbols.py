@@ -74,7 +74,21 @@ def len_(c: Call) -> Val:
         return Val(taint=a0.taint | {V.LEN_DATASET})
     if a0.items is not None:
         return Val(const=len(a0.items))
+    if V.FWD in a0.taint:
+        # how many losses a list holds, or how many samples an output has: a count of this
+        # rank's own values, not a loss, nor reduced the way its elements were
+        kept = {t for t in a0.taint if not _loss_label(t)}
+        return Val(taint=frozenset(kept | {V.SIZE}))
     return a0.plain()
+
+
+def _loss_label(t: str) -> bool:
+    """A label a forward pass's value carries as a value (not as a count)."""
+    return (
+        t in (V.FWD, V.SUM_RED, V.MEAN_RED, V.LOSS_NAMED)
+        or t.startswith(("fwdseq:", "fwdof:", "model:", "route:", "divworld@", "scaled"))
+        or V.is_reduction_label(t)
+    )
 
 
 @symbol("next")

@@ -21,6 +21,7 @@ from ddpadvisor.scan.analysis import Accum, Analysis, eval_at, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
 from ddpadvisor.scan.evaluate import free_names
 from ddpadvisor.scan.interp import ClassInfo, WalkResult
+from ddpadvisor.scan.interp.frames import _RANK_NAMES, _WORLD_NAMES
 from ddpadvisor.scan.library import views
 from ddpadvisor.scan.library.views import (
     AccelerateView,
@@ -476,29 +477,74 @@ def switched(e: Event) -> bool:
     )
 
 
-def may_not_run(rc: RuleContext, e: Event) -> bool:
+def may_not_run(
+    rc: RuleContext,
+    e: Event,
+    start: int = 0,
+    stop: int | None = None,
+    guards: frozenset[str] = frozenset(),
+) -> bool:
     """Under an ``if`` the scan cannot decide, or one a command-line option decides. Tests on
     the rank or world size do not count (every rank of a multi-GPU job takes its side), nor
     the side of an ``if`` on which alone the job becomes distributed (``if args.distributed:``:
     the job being diagnosed takes it), nor tests on what a loop around
-    them changes (``if epoch == 2:`` runs, at some epoch)."""
+    them changes (``if epoch == 2:`` runs, at some epoch). ``start``/``stop``: only the part
+    of ``e.ctx`` at those positions is judged, as code that runs where ``e.ctx[:start]`` runs
+    (another event's path up to there). ``guards``: names a test may check without counting
+    (``if sampler is not None: sampler.set_epoch(epoch)`` runs whenever the sampler does)."""
     sides = _distributed_sides(rc)
+    runs = _run_loops(rc)
     varying: set[str] = set()
-    for c in e.ctx:
+    ctx = e.ctx if stop is None else e.ctx[:stop]
+    for i, c in enumerate(ctx):
         if isinstance(c, LoopCtx):
-            varying |= _loop_names(c.node)
+            if i >= start and id(c.node) not in runs:
+                varying |= _loop_names(c.node)
             continue
-        if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint:
+        if not isinstance(c, CondCtx) or is_rank_cond(c) or V.WORLD in c.taint or i < start:
             continue
-        if (id(c.node), c.branch) in sides:
+        if c.runs == "all" or (id(c.node), c.branch) in sides:
             continue
         if not (c.const is None or V.ARGDEFAULT in c.taint or "cli" in c.taint):
             continue
         raw = getattr(c.node, "test", c.test)
-        if (free_names(c.test) | free_names(raw)) & varying:
+        if guards and (free_names(raw) | free_names(c.test)) & guards:
+            continue
+        if (free_names(c.test) | free_names(raw)) & varying and not _option_conjunct(
+            raw, c.branch, varying
+        ):
             continue
         return True
     return False
+
+
+def _option_conjunct(test: ast.expr, branch: bool, varying: set[str]) -> bool:
+    """``if epoch > 0 and cfg.chunked:`` taken: the loop's own part holds at some pass, but
+    the other part is an option the run decides, so the body may never run."""
+    if not (branch and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return False
+    for part in test.values:
+        names = free_names(part) | {n.attr for n in ast.walk(part) if isinstance(n, ast.Attribute)}
+        if names & varying or {n.lower() for n in names} & (_RANK_NAMES | _WORLD_NAMES):
+            continue
+        return True
+    return False
+
+
+def _run_loops(rc: RuleContext) -> set[int]:
+    """The loops around the job's own set-up (its process group, its model wrap): each pass
+    is another run (``for path in args.cfg_files: cfg = load_config(path); launch(cfg)``),
+    not another epoch or step, so what they rebind is the run's configuration, and a test
+    on it is an option, not a test on what changes as training goes on."""
+    out: set[int] = set()
+    for e in rc.a.events:
+        if e.kind != "call":
+            continue
+        if apis.last(e.name) == "init_process_group" or (
+            e.result is not None and e.result.kind in (V.DDP, V.FSDP)
+        ):
+            out.update(id(c.node) for c in e.ctx if isinstance(c, LoopCtx))
+    return out
 
 
 def _distributed_sides(rc: RuleContext) -> set[tuple[int, bool]]:

@@ -4,9 +4,9 @@ import ast
 
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import Accum, text
-from ddpadvisor.scan.context import Ctx, Event
+from ddpadvisor.scan.context import Ctx, Event, common_prefix
 from ddpadvisor.scan.library.views import SCRIPT, Accumulation
-from ddpadvisor.scan.rules.base import RuleContext, names_the_count, num
+from ddpadvisor.scan.rules.base import RuleContext, may_not_run, names_the_count, num
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
 from ddpadvisor.scan.values import Op
 
@@ -61,6 +61,15 @@ def accumulation(rc: RuleContext) -> None:
         return
     b = acc.backward
     assert b is not None
+    other = _backward_an_option_skips(rc, acc)
+    if other is not None:
+        rc.warn(
+            f"{acc.k_where}: the micro-batch loop around the backward at {b.where} runs only on "
+            f"a path an option picks; on the other, the backward at {other.where} runs once per "
+            "step: accumulation not decided"
+        )
+        _zero_grad(rc, acc)
+        return
     if acc.style == "none":
         rc.emit(
             "grad_accum_steps",
@@ -83,6 +92,37 @@ def accumulation(rc: RuleContext) -> None:
         rc.warn(f"{acc.k_where}: gradient accumulation found but its count is not a constant")
     _loss_divided(rc, acc)
     _zero_grad(rc, acc)
+
+
+def _backward_an_option_skips(rc: RuleContext, acc: Accum) -> Event | None:
+    """Another backward of the same training step that runs outside the micro-batch loop,
+    where that loop (over parts of a batch, their number not read) sits on a path an option
+    (or a test the scan cannot decide) picks: a model type whose helper backpropagates per
+    view, beside the step's own backward for the other models. Which of the two trains is
+    the run's choice, so neither is the accumulation."""
+    b, loop, step = acc.backward, acc.micro_loop, acc.step
+    if acc.style != "inner" or b is None or loop is None or step is None:
+        return None
+    if acc.k is not None or acc.k_default:
+        # a count the code or the run sets (``range(args.accum_freq)``): when the run
+        # accumulates, it is on this path, so the loss is read as if it does (defaults are
+        # not facts); only a loop over parts of a batch whose number is not read is doubted
+        return None
+    at = next((i for i, c in enumerate(b.ctx) if c is loop), None)
+    if at is None:
+        return None
+    step_loops = step.loops()
+    for other in rc.a.backwards:
+        if other is b or any(c is loop for c in other.ctx):
+            continue
+        if not step_loops or not all(any(c is x for c in other.ctx) for x in step_loops):
+            continue  # another loop altogether (a warm-up pass, an evaluation)
+        if V.FWD not in rc.a.loss_of(other).taint:
+            continue
+        shared = common_prefix(b.ctx, other.ctx)
+        if may_not_run(rc, b, start=len(shared), stop=at):
+            return other
+    return None
 
 
 def _divides(op: Op) -> bool:

@@ -5,6 +5,7 @@ from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext, call_site, exclusive
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
+from ddpadvisor.scan.values import Obj
 
 
 @rule(
@@ -54,8 +55,12 @@ def forward_route(rc: RuleContext) -> None:
             decided = decided or bool(routes & {V.DDP, V.FSDP})
             continue
         for f in sorted(around, key=lambda e: e.seq):
-            other = [g for g in through if exclusive(f, g)]
-            if through and len(other) < len(through):
+            # only a forward through this model's own wrapper makes DDP see its gradients
+            # (a GAN's generator called around its wrapper, beside the discriminator's
+            # forward through the discriminator's wrapper, is still a bypass)
+            covering = [g for g in through if _same_model(f, g, wrapped)]
+            other = [g for g in covering if exclusive(f, g)]
+            if covering and len(other) < len(covering):
                 continue  # both reach the same loss: DDP still sees the parameters' gradients
             if other and any(_alternatives(f, g) for g in other):
                 undecided.append((f, other[0]))
@@ -87,6 +92,29 @@ def forward_route(rc: RuleContext) -> None:
             a.main_backward.where,
             "training forward goes through the DDP-wrapped model",
         )
+
+
+def _callee(f: Event) -> int | None:
+    """The model a forward event called (its own ``fwdof:<ref>:<seq>`` label; the others
+    its output carries come from its inputs)."""
+    if f.result is None:
+        return None
+    tail = f":{f.seq}"
+    for t in f.result.taint:
+        if t.startswith("fwdof:") and t.endswith(tail):
+            ref = t[len("fwdof:") : -len(tail)]
+            return int(ref) if ref.isdigit() else None
+    return None
+
+
+def _same_model(around: Event, through: Event, wrapped: dict[int, Obj]) -> bool:
+    """Whether the forward ``through`` a wrapper calls the wrapper of the model ``around``
+    calls around it. Unknown either way: counted as the same (as before)."""
+    inner, outer = _callee(around), _callee(through)
+    if inner is None or outer is None:
+        return True
+    wrapper = wrapped.get(inner)
+    return outer == inner or (wrapper is not None and outer == wrapper.ref)
 
 
 def _alternatives(f: Event, g: Event) -> bool:

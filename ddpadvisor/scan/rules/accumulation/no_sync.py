@@ -33,12 +33,30 @@ def no_sync(rc: RuleContext) -> None:
         )
         return
     if acc.style == "framework":
-        rc.emit(
-            "uses_no_sync",
-            True,
-            acc.k_where,
-            "accelerator.accumulate() skips sync on non-final micro-steps",
-        )
+        # accumulate() enters no_sync only on the micro-steps before a boundary: with one
+        # micro-batch per step it never does, so the count decides
+        count: float | None = acc.k if acc.k is not None and not acc.k_default else None
+        if count is None:
+            count = rc.given_number("grad_accum_steps")
+        if count is None:
+            rc.warn(
+                f"{acc.k_where}: accelerator.accumulate() skips the sync only when the run "
+                "accumulates, and its count is not decided; uses_no_sync not decided"
+            )
+        elif count >= 2:
+            rc.emit(
+                "uses_no_sync",
+                True,
+                acc.k_where,
+                "accelerator.accumulate() skips sync on non-final micro-steps",
+            )
+        else:
+            rc.emit(
+                "uses_no_sync",
+                False,
+                acc.k_where,
+                "accelerator.accumulate() with one micro-batch per step syncs every backward",
+            )
         rc.emit(
             "final_micro_step_synced",
             True,

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import ast
+
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.library.views import SCRIPT
-from ddpadvisor.scan.rules.base import RuleContext
+from ddpadvisor.scan.rules.base import RuleContext, may_not_run
 from ddpadvisor.scan.rules.data._shared import _mentions_rank
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 from ddpadvisor.scan.values import Obj
@@ -58,8 +60,17 @@ def set_epoch(rc: RuleContext) -> None:
         if not (e.recv is not None and e.recv.ref is not None and e.recv.ref in others)
     ]
     in_loop = [e for e in calls if e.loops()]
+    every = [e for e in in_loop if not may_not_run(rc, e, guards=_receiver_names(e))]
+    if every:
+        rc.emit(fact, True, every[0].where, f"set_epoch called every epoch ({every[0].where})")
+        return
     if in_loop:
-        rc.emit(fact, True, in_loop[0].where, f"set_epoch called every epoch ({in_loop[0].where})")
+        # ``if epoch > 0 and cfg.chunked: ...; shuffle(loader, epoch)``: the run's options
+        # decide whether the epoch is ever set
+        rc.warn(
+            f"{in_loop[0].where}: set_epoch called only under a test the run's options decide; "
+            "not decided"
+        )
         return
     b = rc.a.main_backward
     if b is None:
@@ -95,6 +106,15 @@ def set_epoch(rc: RuleContext) -> None:
         f"epoch loop never calls sampler.set_epoch(epoch): every epoch replays the same order "
         f"(sampler at {sampler.where})",
     )
+
+
+def _receiver_names(e: Event) -> frozenset[str]:
+    """The names ``x.set_epoch(...)``'s receiver is written with (``sampler``, ``loader``):
+    a test on them checks that the sampler is there, not an option of the run."""
+    func = getattr(e.node, "func", None)
+    if not isinstance(func, ast.Attribute):
+        return frozenset()
+    return frozenset(n.id for n in ast.walk(func.value) if isinstance(n, ast.Name))
 
 
 def _own_distributed_samplers(rc: RuleContext) -> list[Obj]:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
@@ -163,6 +164,13 @@ def _scheduler_warmup(rc: RuleContext, s: Obj) -> None:
         return
     if n == "LambdaLR":
         fn = s.kwargs.get("lr_lambda") or (s.args[1] if len(s.args) > 1 else None)
+        if fn is not None and V.PICKED in fn.taint:
+            # ``lr_fn = lambda s: 1.0`` or ``partial(cosine, warmup=...)`` by a config key:
+            # the function read is one of several, and the others may ramp up
+            rc.warn(
+                f"{s.where}: LambdaLR's function is one of several an if picks; warmup not decided"
+            )
+            return
         found = _warmup_in_function(rc, fn)
         if found is not None and found[1]:
             rc.cli_default("warmup_steps", found[0], s.where)
@@ -274,9 +282,13 @@ def _warmup_in_function(
     ref = fn.const
     node = ref.node
     params = [p.arg for p in node.args.args]
+    if params and ref.owner is not None and params[0] in ("self", "cls"):
+        params = params[1:]  # a method: its step is the first argument after the instance
     if not params:
         return None
-    step = params[0]
+    # the step is the first parameter, or a later one named for a counter
+    # (``adjust_lr(opt, step, world)``, ``set_rate(args, optimizer, loader, step)``)
+    steps = {params[0], *(p for p in params[1:] if _STEP_NAME.search(p))}
     scope = ref.scope
     for sub in ast.walk(node):
         bound: ast.expr | None = None
@@ -285,7 +297,7 @@ def _warmup_in_function(
             and len(sub.ops) == 1
             and isinstance(sub.ops[0], (ast.Lt, ast.LtE))
             and isinstance(sub.left, ast.Name)
-            and sub.left.id == step
+            and sub.left.id in steps
         ):
             bound = sub.comparators[0]
         if isinstance(sub, ast.Call) and text(sub.func) in ("min",) and len(sub.args) == 2:
@@ -293,7 +305,7 @@ def _warmup_in_function(
                 if (
                     isinstance(arg, ast.BinOp)
                     and isinstance(arg.op, ast.Div)
-                    and step in {n.id for n in ast.walk(arg.left) if isinstance(n, ast.Name)}
+                    and steps & {n.id for n in ast.walk(arg.left) if isinstance(n, ast.Name)}
                 ):
                     bound = arg.right
         if bound is None:
@@ -301,9 +313,39 @@ def _warmup_in_function(
         value = _resolve_in(rc, bound, ref, scope)
         if value is not None:
             return int(value[0]), value[1]
-    if flat and not any(isinstance(s, (ast.Compare, ast.If, ast.IfExp)) for s in ast.walk(node)):
+    if (
+        flat
+        and not any(isinstance(s, (ast.Compare, ast.If, ast.IfExp)) for s in ast.walk(node))
+        and not any(
+            isinstance(s, ast.Call) and text(s.func) in ("min", "max") for s in ast.walk(node)
+        )
+        and not any(_hands_on_step(node, step) for step in params)
+    ):
         return 0, False
     return None
+
+
+_STEP_NAME = re.compile(r"step|iter|^it$|epoch", re.I)
+
+
+_RATE_MATH = ("math.", "torch.", "np.", "numpy.")
+_RATE_BUILTINS = {"min", "max", "float", "int", "abs", "round", "pow"}
+
+
+def _hands_on_step(node: ast.AST, step: str) -> bool:
+    """The function passes its step to another function (``return self.lr_func(it)``, a
+    rate function picked at set-up): that one decides the ramp, so no test here does not
+    mean no warmup. Arithmetic helpers (``math.cos``, ``min``) do not count."""
+    for sub in ast.walk(node):
+        if not isinstance(sub, ast.Call):
+            continue
+        name = text(sub.func)
+        if name in _RATE_BUILTINS or name.startswith(_RATE_MATH):
+            continue
+        for arg in [*sub.args, *(k.value for k in sub.keywords)]:
+            if any(isinstance(n, ast.Name) and n.id == step for n in ast.walk(arg)):
+                return True
+    return False
 
 
 def _resolve_in(

@@ -28,7 +28,8 @@ def precision(rc: RuleContext) -> None:
     uses_lora = bool(rc._lora_evidence() or rc.lora_switched)  # adapters may be on
     casts: list[tuple[str, str]] = []
     switched: list[str] = []
-    for o in _trained_models(rc):
+    trained = _trained_models(rc)
+    for o in trained:
         for dtype, ev in o.extra.get("casts", []):
             casts.append((dtype, ev.where))
             if cli_switched(ev):
@@ -36,6 +37,20 @@ def precision(rc: RuleContext) -> None:
         load = o.extra.get("load_dtype")
         if load and load[0] in ("fp16", "bf16"):
             casts.append((load[0], load[1].where))
+    swapped = _param_data_swapped(rc, trained)
+    if swapped is not None:
+        # ``p.data = p._master`` before the step and back after it: mixed precision by hand,
+        # the dtypes of each moment decided by the project's own bookkeeping
+        rc.warn(
+            f"{swapped.where}: the trained parameters' data is reassigned on every step; "
+            "precision not decided"
+        )
+        _scaler(rc, None)
+        return
+    for dtype, ev in _param_data_casts(rc, trained):
+        casts.append((dtype, ev.where))
+        if cli_switched(ev):
+            switched.append(ev.where)
     for e in a.calls():
         if apis.last(e.name) == "set_default_dtype" and e.args:
             dtype = apis.dtype_of(e.args[0].canon)
@@ -130,6 +145,12 @@ def precision(rc: RuleContext) -> None:
         )
         _scaler(rc, None)
         return
+    if low and casts[-1][0] in ("fp16", "bf16") and uses_lora:
+        # the base weights in half precision, the adapters as the adapter library makes them
+        # (often fp32), and no autocast or framework says more: not fp32, nor pure half
+        rc.warn(f"{low[-1][1]}: model cast to {low[-1][0]} with adapters on; precision not decided")
+        _scaler(rc, None)
+        return
     rc.emit(
         "precision",
         "fp32",
@@ -137,6 +158,55 @@ def precision(rc: RuleContext) -> None:
         "no autocast and no half-precision cast around the forward",
     )
     _scaler(rc, "fp32")
+
+
+def _param_data_assigns(rc: RuleContext, models: list[Obj]) -> list[Event]:
+    """``p.data = ...`` on the parameters of a trained model (or of its wrapper)."""
+    refs = {o.ref for o in models}
+    refs |= {w.ref for w in rc.a.objs(V.DDP, V.FSDP) if w.wraps is not None and w.wraps in refs}
+    return [
+        e
+        for e in rc.a.events
+        if e.kind == "assign"
+        and e.attr == "data"
+        and e.recv is not None
+        and e.recv.kind == V.PARAMS
+        and e.recv.ref in refs
+    ]
+
+
+def _param_data_swapped(rc: RuleContext, models: list[Obj]) -> Event | None:
+    """A ``p.data = ...`` that runs on every optimizer step (inside the step's loop)."""
+    step = rc.a.main_step
+    loops = step.loops() if step is not None else []
+    if not loops:
+        return None
+    for e in _param_data_assigns(rc, models):
+        if any(c is loops[-1] for c in e.ctx):
+            return e
+    return None
+
+
+def _param_data_casts(rc: RuleContext, models: list[Obj]) -> list[tuple[str, Event]]:
+    """``p.data = p.data.to(dtype)`` over a trained model's parameters (a helper handed
+    ``model.parameters()``): the same as casting the model. (dtype, the assignment)."""
+    out: list[tuple[str, Event]] = []
+    for e in _param_data_assigns(rc, models):
+        for c in rc.a.calls_at(e.where):
+            if c.recv is None or c.recv.kind != V.PARAMS or c.seq > e.seq:
+                continue
+            named = {"half": "fp16", "bfloat16": "bf16", "float": "fp32"}.get(c.method or "")
+            if named is None and c.method in ("to", "type"):
+                found = {apis.dtype_of(a.canon) for a in [*c.args, *c.kwargs.values()]} - {None}
+                named = found.pop() if len(found) == 1 else ("unknown" if found else None)
+                if named is None and any(
+                    a.kind not in ("symbol", "module") and not a.known for a in c.args[:1]
+                ):
+                    named = "unknown"  # a dtype the scan cannot name (a parameter, a config)
+            if named is not None:
+                out.append((named, e))
+                break
+    return out
 
 
 def _fsdp_precision_policy(rc: RuleContext) -> str | None:

@@ -22,6 +22,8 @@ def rank_conditional(rc: RuleContext) -> None:
     if said is not SCRIPT:
         rc.say(fact, said)
         return
+    if _loaded_before_unsynced_fsdp(rc):
+        return
     if not a.ddps:
         return
     ddp_seq = min(o.seq for o in a.ddps)
@@ -101,6 +103,51 @@ def rank_conditional(rc: RuleContext) -> None:
         a.ddps[0].where,
         "no state loaded or changed on a subset of ranks after wrapping",
     )
+
+
+def _loaded_before_unsynced_fsdp(rc: RuleContext) -> bool:
+    """Weights loaded on some ranks only (``if rank == 0: model.load_state_dict(...)``)
+    before an FSDP wrap: DDP broadcasts rank 0's parameters when it wraps, FSDP only with
+    ``sync_module_states=True`` (its default is False), so without it the other ranks
+    train their own initialisation. Whether it emitted the fact (or warned)."""
+    a = rc.a
+    fact = "rank_conditional_state_change"
+    for f in a.fsdps:
+        ev = a.by_seq.get(f.seq)
+        if ev is None or apis.last(ev.name) not in ("FullyShardedDataParallel", "FSDP"):
+            continue
+        inner = _submodules(rc, {f.wraps})
+        loads = [
+            e
+            for e in a.events
+            if e.kind == "call"
+            and e.seq < f.seq
+            and (e.method or apis.last(e.name)) in apis.STATE_LOADERS
+            and e.recv is not None
+            and e.recv.kind in (V.MODEL, V.DDP_MODULE)
+            and e.recv.ref in inner
+            and any(is_rank_cond(c) for c in e.ctx)
+        ]
+        if not loads:
+            continue
+        sync = ev.kwargs.get("sync_module_states")
+        if sync is not None and not sync.known:
+            rc.warn(
+                f"{ev.where}: weights loaded on some ranks only ({loads[0].where}) before an "
+                "FSDP wrap whose sync_module_states the run decides; not decided"
+            )
+            return True
+        if sync is not None and sync.const is True:
+            continue
+        rc.emit(
+            fact,
+            True,
+            loads[0].where,
+            f"weights loaded on some ranks only ({loads[0].where}) before an FSDP wrap without "
+            f"sync_module_states=True ({ev.where}): the other ranks keep their own weights",
+        )
+        return True
+    return False
 
 
 def _submodules(rc: RuleContext, refs: set[int | None]) -> set[int | None]:
