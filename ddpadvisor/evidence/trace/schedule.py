@@ -17,7 +17,7 @@ class ScheduleReader(Context):
 
     def scheduler(self) -> None:
         self._warmup_from_lr()
-        self._lr_rises_after_decay()
+        self._lr_schedule_overran()
         t = self.r0
         if not t.kind("sched") or not t.steps:
             return
@@ -57,15 +57,17 @@ class ScheduleReader(Context):
             )
         self.add("scheduler_steps_per_optimizer_step", ratio, detail=detail)
 
-    def _lr_rises_after_decay(self) -> None:
-        """lr_rose_after_decay (and lr_follows_intended_schedule false): under a scheduler that
+    def _lr_schedule_overran(self) -> None:
+        """lr_schedule_overran (and lr_follows_intended_schedule false): under a scheduler that
         decays once (not a cyclic one), the rate the optimizer used rose again by more than
-        10 % after it had decayed; false once a decay was seen and the rate never rose again.
+        10 % after it had decayed, or sat at zero for the last fifth of the run or more; false
+        once a decay was seen and neither happened.
         CosineAnnealingLR, stepped past T_max, climbs back to its peak; a schedule whose
         length was counted in epochs or per process and is stepped per iteration restarts
         the same way."""
-        scheds = [r for r in self.r0.kind("sched") if r.get("primary")]
-        classes = {str(r.get("cls")) for r in scheds}
+        # one scheduler class (its first step may come from its constructor, before any
+        # optimizer stepped, and be recorded as not the counted optimizer's)
+        classes = {str(r.get("cls")) for r in self.r0.kind("sched")}
         if len(classes) != 1 or classes & CYCLIC_SCHEDULERS:
             return
         lrs: list[tuple[int, float]] = []
@@ -90,12 +92,31 @@ class ScheduleReader(Context):
                     "past its length (its total counted in epochs, or per process, and stepped "
                     "per optimizer step)"
                 )
-                self.add("lr_rose_after_decay", True, where=f"step {s}", detail=detail)
+                self.add("lr_schedule_overran", True, where=f"step {s}", detail=detail)
                 self.add("lr_follows_intended_schedule", False, where=f"step {s}", detail=detail)
                 return
             low = min(low, lr)
-        if low is not None:
-            self.add("lr_rose_after_decay", False)
+        if low is None or peak <= 0:
+            return
+        # a rate at zero (under 1 % of its peak) from some step to the end, for at least a
+        # fifth of the run and two steps: the schedule's total was shorter than the run
+        tail = 0
+        for _, lr in reversed(lrs):
+            if lr > 0.01 * peak:
+                break
+            tail += 1
+        if tail >= 2 and tail >= 0.2 * len(lrs):
+            at = lrs[-tail][0]
+            detail = (
+                f"the learning rate ({next(iter(classes))}) reached {_fmt(lrs[-tail][1])} at "
+                f"step {at} and stayed there for the last {tail} of {len(lrs)} optimizer "
+                "steps: the schedule's total was shorter than the run (counted per process, "
+                "or in epochs, against the steps the optimizer took)"
+            )
+            self.add("lr_schedule_overran", True, where=f"step {at}", detail=detail)
+            self.add("lr_follows_intended_schedule", False, where=f"step {at}", detail=detail)
+            return
+        self.add("lr_schedule_overran", False)
 
     def _warmup_from_lr(self) -> None:
         """warmup_steps as the run used the learning rate (the first param group's, recorded
