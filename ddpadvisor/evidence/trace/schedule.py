@@ -70,13 +70,14 @@ class ScheduleReader(Context):
         classes = {str(r.get("cls")) for r in self.r0.kind("sched")}
         if len(classes) != 1 or classes & CYCLIC_SCHEDULERS:
             return
-        lrs: list[tuple[int, float]] = []
-        for s in sorted(self.r0.steps):
-            values = self.r0.steps[s].get("lr")
-            lr = values[0] if isinstance(values, list) and values else None
-            if not isinstance(lr, (int, float)) or isinstance(lr, bool) or lr != lr:
-                return
-            lrs.append((s, float(lr)))
+        lrs = self._first_group_lrs()
+        if lrs is None:
+            return
+
+        def overran(at: int, detail: str) -> None:
+            self.add("lr_schedule_overran", True, where=f"step {at}", detail=detail)
+            self.add("lr_follows_intended_schedule", False, where=f"step {at}", detail=detail)
+
         peak = 0.0
         low: float | None = None  # the lowest rate since the decay began
         for s, lr in lrs:
@@ -86,14 +87,13 @@ class ScheduleReader(Context):
                 peak = max(peak, lr)
                 continue
             if lr > low * 1.1 and lr - low > 0.05 * peak:
-                detail = (
+                overran(
+                    s,
                     f"the learning rate ({next(iter(classes))}) decayed from {_fmt(peak)} to "
                     f"{_fmt(low)}, then rose again to {_fmt(lr)} at step {s}: the schedule ran "
                     "past its length (its total counted in epochs, or per process, and stepped "
-                    "per optimizer step)"
+                    "per optimizer step)",
                 )
-                self.add("lr_schedule_overran", True, where=f"step {s}", detail=detail)
-                self.add("lr_follows_intended_schedule", False, where=f"step {s}", detail=detail)
                 return
             low = min(low, lr)
         if low is None or peak <= 0:
@@ -107,29 +107,37 @@ class ScheduleReader(Context):
             tail += 1
         if tail >= 2 and tail >= 0.2 * len(lrs):
             at = lrs[-tail][0]
-            detail = (
+            overran(
+                at,
                 f"the learning rate ({next(iter(classes))}) reached {_fmt(lrs[-tail][1])} at "
                 f"step {at} and stayed there for the last {tail} of {len(lrs)} optimizer "
                 "steps: the schedule's total was shorter than the run (counted per process, "
-                "or in epochs, against the steps the optimizer took)"
+                "or in epochs, against the steps the optimizer took)",
             )
-            self.add("lr_schedule_overran", True, where=f"step {at}", detail=detail)
-            self.add("lr_follows_intended_schedule", False, where=f"step {at}", detail=detail)
             return
         self.add("lr_schedule_overran", False)
+
+    def _first_group_lrs(self) -> list[tuple[int, float]] | None:
+        """(step, learning rate of the first param group) at each of rank 0's optimizer steps;
+        None when a step recorded no usable rate."""
+        lrs: list[tuple[int, float]] = []
+        for s in sorted(self.r0.steps):
+            values = self.r0.steps[s].get("lr")
+            lr = values[0] if isinstance(values, list) and values else None
+            if not isinstance(lr, (int, float)) or isinstance(lr, bool) or lr != lr:
+                return None
+            lrs.append((s, float(lr)))
+        return lrs
 
     def _warmup_from_lr(self) -> None:
         """warmup_steps as the run used the learning rate (the first param group's, recorded
         at each optimizer step): 0 when the first step already ran at the highest rate seen;
         otherwise the steps it took to rise to its peak, when the rate then held or fell for
         at least as long again. A rate still rising when the trace ends says nothing."""
-        lrs = []
-        for s in sorted(self.r0.steps):
-            values = self.r0.steps[s].get("lr")
-            lr = values[0] if isinstance(values, list) and values else None
-            if not isinstance(lr, (int, float)) or isinstance(lr, bool) or lr != lr:
-                return
-            lrs.append(float(lr))
+        steps = self._first_group_lrs()
+        if steps is None:
+            return
+        lrs = [lr for _, lr in steps]
         if len(lrs) < 4:
             return
         peak = max(lrs)
