@@ -70,9 +70,22 @@ def _flat(t: RankTrace) -> tuple[list[float], list[float], dict[int, int]]:
     return raw, passed, ended
 
 
-def _mean(values: list[float]) -> float | None:
-    vals = [v for v in values if math.isfinite(v)]
-    return sum(vals) / len(vals) if vals and len(vals) == len(values) else None
+class _Sums:
+    """Prefix sums of one rank's losses, so that a span's mean costs O(1) however many prints
+    a long run made (a mean is None when the span holds a non-finite loss)."""
+
+    def __init__(self, values: list[float]) -> None:
+        self.total = [0.0]
+        self.bad = [0]
+        for v in values:
+            finite = math.isfinite(v)
+            self.total.append(self.total[-1] + (v if finite else 0.0))
+            self.bad.append(self.bad[-1] + (0 if finite else 1))
+
+    def mean(self, lo: int, hi: int) -> float | None:
+        if hi <= lo or self.bad[hi] != self.bad[lo]:
+            return None
+        return (self.total[hi] - self.total[lo]) / (hi - lo)
 
 
 def _close(printed: float, decimals: int, value: float) -> bool:
@@ -94,6 +107,7 @@ def read_printed(ranks: list[RankTrace]) -> PrintedLoss | None:
         return None
     world = len(ranks)
     raw0, passed0, ended0 = flats[0]
+    prefix = [_Sums(raw) for raw, _, _ in flats]
     epoch_starts = sorted(
         {ended0.get(int(e.get("s") or 0), -1) for e in r0.epochs if isinstance(e.get("s"), int)}
     )
@@ -125,7 +139,7 @@ def read_printed(ranks: list[RankTrace]) -> PrintedLoss | None:
         for name, (lo, hi) in spans.items():
             if hi <= lo:
                 continue
-            per_rank = [_mean(raw[lo:hi]) for raw, _, _ in flats]
+            per_rank = [sums.mean(lo, hi) for sums in prefix]
             if any(v is None for v in per_rank):
                 continue
             vals = [float(v) for v in per_rank if v is not None]
