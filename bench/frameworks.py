@@ -17,18 +17,24 @@ issue-11 bar (``cases.problems``). Per part it prints: correct runs with a confi
 positive, faults ranked first by the trace, faults in the top 3 by ``--script``.
 A framework that is not installed is reported as skipped. --framework matches a folder name
 (hf_trainer, torch_stacks, ...) or the import name in cases.yaml (transformers, torch, ...).
+
+``--keep DIR`` leaves every trace under DIR; ``--rediagnose DIR`` then launches nothing and
+diagnoses those traces as the KB and readers stand now, in seconds: a calibration change is
+re-measured on every kept run, correct ones included, before it lands.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +52,10 @@ from cases import (  # noqa: E402  (tests/frameworks/cases.py)
     Outcome,
     Ranked,
     all_folders,
+    diagnose_run,
     framework_installed,
     load_cases,
+    materialise,
     problems,
     run_case,
 )
@@ -125,19 +133,51 @@ def selected(folder: Path, name: str | None) -> bool:
     return name in (folder.name, framework)
 
 
-def run_folder(engine: Any, folder: Path, out: Path, plain: bool = True) -> list[Row]:
+@dataclass
+class Kept:
+    """What ``--rediagnose`` needs of a kept run besides its trace (``run.json`` beside it)."""
+
+    status: str
+    failure: Any
+    seconds: float
+
+
+def rediagnosed(engine: Any, case: Case, trace_dir: Path) -> Outcome:
+    """A run kept by ``--keep``, diagnosed again with today's KB and readers (no launch)."""
+    info = json.loads((trace_dir.parent / f"{trace_dir.name}.run.json").read_text())
+    case = materialise(case, trace_dir.with_name(f"{trace_dir.name}-script"))
+    kept = Kept(info["status"], None, info["seconds"])
+    outcome = diagnose_run(engine, case, trace_dir, kept, info["seconds"])
+    return replace(outcome, failure=info["failure"])
+
+
+def keep(outcome: Outcome, trace_dir: Path) -> None:
+    info = {"status": outcome.status, "failure": outcome.failure, "seconds": outcome.seconds}
+    (trace_dir.parent / f"{trace_dir.name}.run.json").write_text(json.dumps(info))
+
+
+def run_folder(
+    engine: Any, folder: Path, out: Path, plain: bool = True, again: bool = False
+) -> list[Row]:
+    """Each case of the folder traced under ``out`` (``again``: the traces already there
+    diagnosed anew, nothing launched)."""
     rows = []
     for case in load_cases(folder):
         trace_dir = out / folder.name / case.script.stem
         try:
-            outcome = run_case(engine, case, trace_dir)
+            if again:
+                outcome = rediagnosed(engine, case, trace_dir)
+            else:
+                outcome = run_case(engine, case, trace_dir)
+                keep(outcome, trace_dir)
         except Exception as exc:  # a case that breaks the runner is reported, not fatal
             rows.append(Row(case, None, None, None, error=f"{type(exc).__name__}: {exc}"))
             print(f"  {case.script.name}: runner error: {type(exc).__name__}: {exc}", flush=True)
             continue
         # outcome.case names the script that ran (a variant written from notes: its copy)
         plain_log = out / "plain" / folder.name / f"{case.script.stem}.log"
-        plain_s, plain_rc = run_plain(outcome.case, plain_log) if plain else (None, None)
+        run_it = plain and not again
+        plain_s, plain_rc = run_plain(outcome.case, plain_log) if run_it else (None, None)
         row = Row(case, outcome, plain_s, plain_rc, problems(outcome))
         rows.append(row)
         print_row(row)
@@ -230,6 +270,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-plain", action="store_true", help="skip the untraced run (no overhead figures)"
     )
+    kept = ap.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep the traces under DIR (else a temp dir)"
+    )
+    kept.add_argument(
+        "--rediagnose",
+        type=Path,
+        metavar="DIR",
+        help="launch nothing: diagnose the traces an earlier --keep DIR run left, as the KB "
+        "and readers are now (seconds, for calibration; the cases it did not run are errors)",
+    )
     args = ap.parse_args(argv)
 
     parts: list[tuple[str, Path]] = []
@@ -249,10 +300,23 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
+    if args.rediagnose is not None and not args.rediagnose.is_dir():
+        print(
+            f"bench/frameworks.py: --rediagnose {args.rediagnose}: no such folder "
+            "(it is what an earlier --keep run wrote)",
+            file=sys.stderr,
+        )
+        return 2
+
     from ddpadvisor.service import load_engine
 
     engine = load_engine()
-    with tempfile.TemporaryDirectory(prefix="ddpadvisor-bench-frameworks-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep or args.rediagnose:
+            tmp = str(args.keep or args.rediagnose)
+        else:
+            prefix = "ddpadvisor-bench-frameworks-"
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix))
         for (name, folders), (_, root) in zip(chosen, parts):
             rows: list[Row] = []
             load = " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -265,7 +329,13 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     continue
                 print(f"== {name} {folder.name} ({framework})", flush=True)
-                rows += run_folder(engine, folder, Path(tmp) / name, plain=not args.no_plain)
+                rows += run_folder(
+                    engine,
+                    folder,
+                    Path(tmp) / name,
+                    plain=not args.no_plain,
+                    again=args.rediagnose is not None,
+                )
             summary(name, rows)
             print(f"  load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0

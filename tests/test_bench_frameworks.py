@@ -30,3 +30,16 @@ def test_held_out_options_exclude_each_other() -> None:
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
+
+
+def test_rediagnose_without_kept_traces_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    missing = tmp_path / "never-kept"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--only-held-out", "--rediagnose", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "never-kept" in proc.stderr
