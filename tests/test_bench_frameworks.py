@@ -9,37 +9,28 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "frameworks.py"
 
 
-def test_unknown_framework_is_one_line_and_exit_2() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--only-held-out", "--framework", "no-such-stack"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=120
     )
+
+
+def test_unknown_framework_is_one_line_and_exit_2() -> None:
+    proc = _bench("--only-held-out", "--framework", "no-such-stack")
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "no-such-stack" in proc.stderr
 
 
 def test_held_out_options_exclude_each_other() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--held-out", "--only-held-out"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _bench("--held-out", "--only-held-out")
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
 
 
 def test_rediagnose_without_kept_traces_is_one_line_and_exit_2(tmp_path: Path) -> None:
     missing = tmp_path / "never-kept"
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--only-held-out", "--rediagnose", str(missing)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _bench("--only-held-out", "--rediagnose", str(missing))
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "never-kept" in proc.stderr
