@@ -395,6 +395,8 @@ KEPT = {0: [4, 30, 6, 28, 5], 1: [29, 5, 31, 4, 30]}
         # summed, divided by the targets kept on both ranks, times the world size (HF Trainer)
         ("s", {s + 1: 2 / (KEPT[0][s] + KEPT[1][s]) for s in range(5)}, True),
         ("s", {s + 1: 1 / KEPT[0][s] for s in range(5)}, False),  # summed, over its own count
+        # summed, over the targets of both ranks, not multiplied back (DDP divides again)
+        ("s", {s + 1: 1 / (KEPT[0][s] + KEPT[1][s]) for s in range(5)}, True),
         ("s", 0.01, None),  # divided by something else: not said
     ],
 )
@@ -403,6 +405,13 @@ def test_what_a_token_loss_is_divided_by(tmp_path, kb, reduction, factor, normal
     assert facts["variable_length_sequences"] is True
     assert facts["token_count_imbalance"] >= 5
     assert facts.get("loss_normalised_by_global_tokens") is normalised
+    # only the global count without the world size factor divides by the world size twice
+    unscaled = (
+        isinstance(factor, dict) and normalised and factor[1] * (KEPT[0][0] + KEPT[1][0]) < 1.5
+    )
+    # a factor of 1 is accounted for; a count or another constant leaves it open
+    expected = True if unscaled else False if factor == 1.0 else None
+    assert facts.get("loss_divided_by_world_size") is expected
 
 
 def test_a_loss_that_keeps_every_target_is_no_variable_length_batch(tmp_path, kb):  # type: ignore[no-untyped-def]
@@ -489,3 +498,59 @@ def test_a_count_that_fits_both_readings_is_skipped(tmp_path, kb):  # type: igno
         per_rank[rank] = recs
     facts = _values(kb, _write(tmp_path / "t", per_rank))
     assert facts.get("loss_normalised_by_global_tokens") is False
+
+
+WINDOWS = {0: [[4, 30], [10, 20], [7, 25], [12, 3]], 1: [[30, 6], [25, 9], [8, 30], [6, 20]]}
+
+
+def _window_trace(divisor: str) -> dict[int, list[dict[str, Any]]]:
+    """Two micro-batches per optimizer step on each of two ranks, each summed loss divided by
+    a count: ``window`` the window's targets on both ranks times the world size, ``micro`` this
+    micro-batch's targets on both ranks (times the world size, over the window length),
+    ``own`` this rank's own window count."""
+    per_rank: dict[int, list[dict[str, Any]]] = {}
+    for rank in (0, 1):
+        recs: list[dict[str, Any]] = [_start(rank), _wrap()]
+        for s, pair in enumerate(WINDOWS[rank], start=1):
+            both = [WINDOWS[0][s - 1][i] + WINDOWS[1][s - 1][i] for i in range(2)]
+            if divisor == "window":
+                fac = [2 / sum(both)] * 2
+            elif divisor == "micro":
+                fac = [2 / (n * 2) for n in both]
+            else:
+                fac = [1 / sum(WINDOWS[0][s - 1])] * 2  # rank 0's factors are the ones read
+            step = _step(s, [[float(s), float(rank)]])
+            step.update(
+                loss=[1.0, 1.0], syn=[False, True], ce=[[n, 32, "s"] for n in pair], fac=fac
+            )
+            recs.append(step)
+        per_rank[rank] = recs
+    return per_rank
+
+
+@pytest.mark.parametrize(
+    ("divisor", "normalised", "rank_ratio", "micro_ratio"),
+    [
+        ("window", True, 1.0, None),
+        # micro-batch counts on both ranks 34/36, 35/29, 15/55, 18/23: 55/15 at the 90th pct
+        ("micro", False, None, (3.6, 3.7)),
+        ("own", False, (1.1, 3.0), None),
+    ],
+)
+def test_how_unequally_a_divisor_weighs_the_targets(  # type: ignore[no-untyped-def]
+    tmp_path, kb, divisor, normalised, rank_ratio, micro_ratio
+):
+    """What the loss is divided by decides how much a target weighs in the synced step: equal
+    everywhere under the window's global count; unequal between the window's micro-batches
+    when each is divided by its own count; unequal between ranks under a rank's own count."""
+    facts = _values(kb, _write(tmp_path / "t", _window_trace(divisor)))
+    assert facts.get("loss_normalised_by_global_tokens") is normalised
+    for fact, want in (
+        ("rank_token_weight_ratio", rank_ratio),
+        ("micro_batch_token_weight_ratio", micro_ratio),
+    ):
+        got = facts.get(fact)
+        if want is None or isinstance(want, float):
+            assert got == want
+        else:
+            assert want[0] <= got <= want[1]

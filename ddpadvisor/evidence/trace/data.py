@@ -98,13 +98,30 @@ class DataReader(Context):
             f"90th percentile {_fmt(p90)}x over {len(ratios)} steps",
         )
         if ce:
-            self._loss_normaliser(worst, at)
+            self._loss_normaliser(worst, at, p90)
 
-    def _loss_normaliser(self, worst: float, at: int) -> None:
+    def _micro_spread(self) -> float | None:
+        """How much more a target counts in one micro-batch than in another of the same
+        optimizer step when each micro-batch is divided by its own count (90th percentile over
+        steps and ranks of the largest count over the smallest; None without accumulation)."""
+        spreads = []
+        for t in self.ranks:
+            for s in self.common_steps:
+                kept = [c[0] for c in t.steps[s]["ce"]]
+                if len(kept) >= 2 and all(isinstance(k, int) for k in kept):
+                    spreads.append(max(kept) / max(min(kept), 1))
+        if not spreads:
+            return None
+        spreads.sort()
+        return spreads[min(len(spreads) - 1, int(0.9 * len(spreads)))]
+
+    def _loss_normaliser(self, worst: float, at: int, p90: float) -> None:
         """From the losses' own calls: targets ignored (padding) and counts that vary make
         variable-length batches; a ``reduction="mean"`` loss over counts that differ between
         ranks, reaching backward as it is (or over the accumulation count), is a per-rank
-        mean that DDP then averages with equal weight per rank."""
+        mean that DDP then averages with equal weight per rank. How unequal that makes a
+        target's weight is measured too (``rank_token_weight_ratio``, and
+        ``micro_batch_token_weight_ratio`` when each micro-batch of a window is its own mean)."""
         calls = [c for t in self.ranks for s in self.common_steps for c in t.steps[s]["ce"]]
         if not all(isinstance(c[0], int) and isinstance(c[1], int) for c in calls):
             return
@@ -125,7 +142,7 @@ class DataReader(Context):
             )
             return
         if all(c[2] == "s" for c in calls):
-            self._summed_loss_divisor()
+            self._summed_loss_divisor(p90)
             return
         if worst <= 1 or any(c[2] != "m" for c in calls):
             return
@@ -147,15 +164,31 @@ class DataReader(Context):
                 f"(reduction='mean'); the counts differ between ranks up to {_fmt(worst)}x "
                 f"(step {at}), and DDP averages the ranks' gradients with equal weight",
             )
+            self._weight_ratio("rank_token_weight_ratio", p90, "ranks")
+            micro = self._micro_spread()
+            if micro is not None:
+                self._weight_ratio("micro_batch_token_weight_ratio", micro, "micro-batches")
 
-    def _summed_loss_divisor(self) -> None:
-        """A summed token loss divided by a constant before backward (``fac``): by the targets
-        kept on all ranks (this micro-batch's, or the accumulation window's; times the world
-        size when the framework multiplies back, as the HF Trainer does) is a global
-        normalisation; by this rank's own count, a per-rank one. A count on a GPU is no
-        constant (``tdiv``): nothing is said."""
+    def _weight_ratio(self, fact: str, ratio: float, between: str) -> None:
+        self.add(
+            fact,
+            round(ratio, 4),
+            detail=f"a target weighs up to {_fmt(ratio)}x more on some {between} than on "
+            "others of the same optimizer step (90th percentile over steps)",
+        )
+
+    def _summed_loss_divisor(self, p90: float) -> None:
+        """A summed token loss divided by a constant before backward (``fac``). By the
+        targets kept on all ranks over the accumulation window times the world size (which the
+        HF Trainer multiplies back) it is a global normalisation; without that factor the
+        gradient averaging divides by the world size again (unless a comm hook reduces); by
+        the targets of this micro-batch alone (on all ranks) while the window holds several,
+        a per-micro-batch one; by this rank's own count, a per-rank one. A reading that fits
+        two of these at a step says nothing there; a count on a GPU is no constant
+        (``tdiv``): nothing is said."""
         world = len(self.ranks)
-        verdicts: list[bool | None] = []
+        verdicts: list[str | None] = []
+        micro_spreads: list[float] = []
         for s in self.common_steps:
             per_rank = [t.steps[s]["ce"] for t in self.ranks]
             factors = self.r0.steps[s].get("fac") or []
@@ -163,25 +196,56 @@ class DataReader(Context):
                 continue
             kept = [[c[0] for c in calls] for calls in per_rank]
             mine = kept[self.ranks.index(self.r0)]
+            n = len(mine)
+            micro_counts = [sum(k[i] for k in kept) for i in range(n)]
+            window = sum(micro_counts)
             for i, f in enumerate(factors):
                 if not isinstance(f, (int, float)) or f <= 0:
                     continue
-                global_counts = (sum(k[i] for k in kept), sum(sum(k) for k in kept))
-                local_counts = (mine[i], sum(mine))
-                by_all = any(_near(f * g, m) for g in global_counts for m in (1, world))
-                by_own = any(_near(f * n, 1) for n in local_counts)
-                if by_all and by_own:
+                by = {
+                    "window": _near(f * window, world),
+                    "window_only": world > 1 and _near(f * window, 1),
+                    "micro": n > 1
+                    and any(_near(f * micro_counts[i] * a, m) for a in (1, n) for m in (1, world)),
+                    "own": any(_near(f * c, 1) for c in (mine[i], sum(mine), mine[i] * n)),
+                }
+                fits = [k for k, v in by.items() if v]
+                if len(fits) != 1:
                     # two micro-batches on two ranks: this micro-batch's count on all ranks and
                     # this rank's count over the window can be the same number; says nothing
                     continue
-                verdicts.append(True if by_all else False if by_own else None)
+                verdicts.append(fits[0])
+                if fits[0] == "micro" and min(micro_counts) > 0:
+                    micro_spreads.append(max(micro_counts) / min(micro_counts))
         if len(verdicts) < 3 or len(set(verdicts)) != 1 or verdicts[0] is None:
             return
-        if verdicts[0]:
+        if verdicts[0] in ("window", "window_only"):
             detail = "the summed loss is divided by the targets kept on all ranks"
-        else:
-            detail = "the summed loss is divided by this rank's own count of kept targets"
-        self.add("loss_normalised_by_global_tokens", verdicts[0], detail=detail)
+            self.add("loss_normalised_by_global_tokens", True, detail=detail)
+            self._weight_ratio("rank_token_weight_ratio", 1.0, "ranks")
+            hook = self.facts.out.get("uses_comm_hook")
+            if verdicts[0] == "window_only" and not (hook is not None and hook.value):
+                self.add(
+                    "loss_divided_by_world_size",
+                    True,
+                    detail="the summed loss is divided by the targets kept on all ranks and "
+                    f"not multiplied back by the world size ({world}): the gradient averaging "
+                    "divides by the world size a second time",
+                )
+            return
+        if verdicts[0] == "micro":
+            detail = (
+                "the summed loss of each micro-batch is divided by that micro-batch's own "
+                "count of kept targets, not the accumulation window's"
+            )
+            self.add("loss_normalised_by_global_tokens", False, detail=detail)
+            micro_spreads.sort()
+            spread = micro_spreads[min(len(micro_spreads) - 1, int(0.9 * len(micro_spreads)))]
+            self._weight_ratio("micro_batch_token_weight_ratio", spread, "micro-batches")
+            return
+        detail = "the summed loss is divided by this rank's own count of kept targets"
+        self.add("loss_normalised_by_global_tokens", False, detail=detail)
+        self._weight_ratio("rank_token_weight_ratio", p90, "ranks")
 
     def _samplers(self) -> None:
         per_rank: dict[int, list[Record]] = {}
