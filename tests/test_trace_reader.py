@@ -256,6 +256,32 @@ def test_accumulation_facts_from_loss_factor_and_zeroing(tmp_path, kb):  # type:
     assert f["scheduler_steps_per_optimizer_step"].value == 4.0
 
 
+@pytest.mark.parametrize(
+    ("fac", "fterms", "divided"),
+    [
+        (0.5, None, True),  # loss / world size on two ranks
+        (0.5, [2], None),  # (a + b) / 2 on two ranks: an average of two terms as much
+        (0.5, [3], True),  # (a + b + c) / 2: the 2 is not the terms' count
+        (1.0, None, False),  # the loss as it is
+        (1.0, [2], None),  # kd / world + ce: a division inside a term is not seen
+        (0.08, None, None),  # some other constant (a temperature, a count): left open
+    ],
+)
+def test_loss_divided_by_world_size_only_where_the_factor_shows_it(  # type: ignore[no-untyped-def]
+    tmp_path, kb, fac, fterms, divided
+):
+    ranks = {}
+    for r in (0, 1):
+        recs = [_start(r), _wrap()]
+        for s in range(1, 6):
+            extra = {"fterms": fterms} if fterms else {}
+            recs.append(_step(s, loss=[0.5], fac=[fac], syn=[True], **extra))
+        ranks[r] = recs
+    f = _facts(read_trace(kb, _write(tmp_path / "t", ranks)))
+    got = f.get("loss_divided_by_world_size")
+    assert (got.value if got else None) is divided
+
+
 def test_steps_without_sync_and_bypassed_wrapper(tmp_path, kb):  # type: ignore[no-untyped-def]
     ranks = {
         r: [_start(r), _wrap()] + [_step(s, syn=[False], byp=1) for s in range(1, 6)]

@@ -100,14 +100,24 @@ class AccumulationReader(Context):
                 # division by a token or sample tensor leaves the count unknown here
                 total = factor * max(accum, 1) * self.world
                 by_world = factor < 0.999 and abs(total - 1) < 1e-6
-                detail = None
-                if by_world:
+                # the loss summed terms below the factor (``fterms``): a division inside one
+                # is unseen, and (a + b) / 2 averages two terms as much as it divides by W = 2
+                terms = {n for r in steps for n in r.get("fterms") or []}
+                if by_world and self.world not in terms:
                     per = f" / {accum} accumulation steps" if accum >= 2 else ""
                     detail = (
                         f"the loss reaches backward with factor {_fmt(factor)} = 1 / world size"
                         f"{per}: divided by the world size, and DDP averages again"
                     )
-                self.add("loss_divided_by_world_size", by_world, detail=detail)
+                    self.add("loss_divided_by_world_size", True, detail=detail)
+                elif (
+                    not by_world
+                    and not terms - {1}
+                    and (scaled or any(abs(factor * k - 1) < 1e-6 for k in {1, max(accum, 1)}))
+                ):
+                    # a factor every step of which is accounted for; any other constant (a
+                    # count, a temperature squared over the world size) leaves it open
+                    self.add("loss_divided_by_world_size", False)
 
     def _extra_synced_backwards(self, steps: list[dict[str, object]], micro: list[int]) -> None:
         """With accumulation: auxiliary backward passes that synchronised. A window with more

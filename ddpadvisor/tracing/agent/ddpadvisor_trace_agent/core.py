@@ -169,12 +169,13 @@ def _subset(indices: list[int], total: int) -> tuple[list[int], int]:
 class Backward:
     """One call of backward(): its loss, how the loss was scaled, and what it synchronised."""
 
-    __slots__ = ("buckets", "factor", "flag", "loss", "post", "pre", "tensor_div")
+    __slots__ = ("buckets", "factor", "flag", "loss", "post", "pre", "tensor_div", "terms")
 
     def __init__(self) -> None:
         self.loss: Any = None
         self.factor: float | None = 1.0
         self.tensor_div = False
+        self.terms = 1  # terms summed below the factor (a division inside one stays unseen)
         self.buckets = 0
         self.pre: list[Any] = []
         self.post: list[Any] = []
@@ -486,7 +487,7 @@ class Agent:
             original = self.scaled_map.get(loss)
             source = original if original is not None else loss
             b.loss = source.detach().reshape(()).to(torch.float32).clone()
-            b.factor, b.tensor_div = _loss_factor(loss, self.scalers)
+            b.factor, b.tensor_div, b.terms = _loss_factor(loss, self.scalers)
             self.loss_ptrs = [*self.loss_ptrs[-3:], loss.data_ptr()]
             if original is not None:
                 self.loss_ptrs.append(original.data_ptr())
@@ -719,6 +720,8 @@ class Agent:
         if bws:
             rec["loss"] = [b.loss for b in bws]
             rec["fac"] = [b.factor for b in bws]
+            if any(b.terms > 1 for b in bws):
+                rec["fterms"] = [b.terms for b in bws]
             if any(b.tensor_div for b in bws):
                 rec["tdiv"] = [b.tensor_div for b in bws]
             rec["syn"] = [b.buckets > 0 for b in bws]
@@ -1018,13 +1021,16 @@ def _found_inf(scaler: Any) -> Any:
     return _stack(flags).sum() if flags else None
 
 
-def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
-    """Constant factor applied to the loss right before backward (``loss / k``, ``loss * w``).
+def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool, int]:
+    """Constant factor applied to the loss right before backward (``loss / k``, ``loss * w``),
+    and how many terms the loss sums below it.
 
     Walks down the last Mul/Div nodes of the autograd graph whose other operand is a constant.
     Python scalars are saved as CPU tensors, so reading them never synchronises a GPU. A
     GradScaler's scale is skipped; a division by a device tensor (a token count) is reported as
-    ``tensor_div`` with an unknown factor.
+    ``tensor_div`` with an unknown factor. Where the walk ends at a sum (``a + b - c``) the
+    terms are counted: a factor inside one of them is not seen, and ``(a + b) / 2`` is an
+    average of two terms as much as a division by a world size of 2.
     """
     scale_ptrs = set()
     for s in list(scalers):
@@ -1047,27 +1053,38 @@ def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool]:
             fn, nr = edges[nr]
             continue
         if name not in ("DivBackward0", "MulBackward0"):
-            break
+            return factor, False, _summed_terms(fn)
         try:
             other = fn._saved_other
         except Exception:
-            return None, False
+            return None, False, 1
         if not isinstance(other, torch.Tensor) or other.numel() != 1 or other.requires_grad:
-            return (factor if factor != 1.0 else None), False
+            return (factor if factor != 1.0 else None), False, 1
         if other.data_ptr() in scale_ptrs:
             pass  # the GradScaler's multiplication
         elif other.device.type != "cpu":
-            return None, name == "DivBackward0"
+            return None, name == "DivBackward0", 1
         else:
             value = float(_ORIG.get("item", torch.Tensor.item)(other))
             if value == 0.0 or not math.isfinite(value):
-                return None, False
+                return None, False, 1
             factor = factor / value if name == "DivBackward0" else factor * value
         nxt = [(f, n) for f, n in fn.next_functions if f is not None]
         if len(nxt) != 1:
             break
         fn, nr = nxt[0]
-    return factor, False
+    return factor, False, 1
+
+
+_SUMS = ("AddBackward0", "SubBackward0")
+
+
+def _summed_terms(fn: Any, depth: int = 0) -> int:
+    """How many terms a chain of additions and subtractions sums (1 for any other node);
+    nested sums are followed a few levels, a constant added in counts as no term."""
+    if type(fn).__name__ not in _SUMS or depth > 6:
+        return 1
+    return sum(_summed_terms(f, depth + 1) for f, _ in fn.next_functions if f is not None)
 
 
 # Autograd functions that frameworks wrap around a module's outputs (or inputs) only to run

@@ -31,6 +31,7 @@ _STEP_FIELDS = {
     "s": "int",
     "loss": "list[num?]",
     "fac": "list[num?]",
+    "fterms": "list[int]",
     "tdiv": "list[bool?]",
     "syn": "list[bool?]",
     "bflag": "list[bool?]",
