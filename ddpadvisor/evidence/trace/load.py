@@ -151,7 +151,7 @@ def _index(trace: RankTrace, warnings: list[str]) -> None:
             continue
         k = rec.get("k")
         s = rec.get("s")
-        if k == "restart":  # steps before the model was wrapped are another phase: drop them
+        if k == "restart":  # a phase before wrapping, or on another DDP model: drop its steps
             trace.steps.clear()
             trace.checks.clear()
             trace.bufchecks.clear()

@@ -57,6 +57,10 @@ def _sharded(t: Any) -> bool:
 # parameters only, so optimizer state is never compared across ranks for them.
 PARTITIONED_OPTIMIZERS = ("ZeroRedundancyOptimizer",)
 MAX_AUX = 4  # models run beside the wrapped one whose weights are compared across ranks
+# Steps in a row of an optimizer over another DDP model, the counted one idle meanwhile, that
+# make a new phase of training (a GAN's optimizers take turns; a critic stepping several times
+# per generator step takes over once, which costs a few steps of the count)
+PHASE_STEPS = 3
 DDP_TYPES = (torch.nn.parallel.DistributedDataParallel,)
 # Updates rounded away: at most this many float16/bfloat16 tensors per step, this many elements
 # each (a fixed stride), compared before and after the optimizer's step
@@ -253,6 +257,8 @@ class Agent:
         self.nested_opts: set[int] = set()
         self.first_checked = False
         self.primary_before_wrap = False
+        self.primary_ddps: frozenset[int] = frozenset()  # the DDP wrappers it steps
+        self.takeover = (0, 0)  # (optimizer id, its steps in a row while the counted one waits)
         self.over_ddp: dict[int, bool] = {}  # optimizer id -> it holds DDP-wrapped parameters
         self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.scaled_map: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -537,11 +543,38 @@ class Agent:
             # also when the pre-training's optimizer is gone (a local of a function that
             # returned): its steps are still in the count
             self.restart(opt)
+        elif current is not opt and self._next_phase(opt, current):
+            self.restart(opt, "phase")
         elif current is None:
             self.primary = weakref.ref(opt)
             self.primary_before_wrap = not self.ddps and not self.ds_info
+            self.primary_ddps = self._ddps_of(opt)
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
+        if current is opt:
+            self.takeover = (0, 0)
         return self.primary is not None and self.primary() is opt
+
+    def _ddps_of(self, opt: Any) -> frozenset[int]:
+        """The DDP wrappers whose reducer holds parameters ``opt`` steps."""
+        ids = {id(p) for g in opt.param_groups for p in g["params"]}
+        return frozenset(k for k, info in self.ddp_info.items() if ids & info["reducer"])
+
+    def _next_phase(self, opt: Any, current: Any) -> bool:
+        """Training moved on to another DDP model with an optimizer of its own (a teacher
+        trained under DDP, then the student distilled from it; pre-training, then
+        fine-tuning): the counted optimizer is gone, or has not stepped for PHASE_STEPS steps
+        of ``opt`` in a row. An optimizer over the same wrapper (one made afresh), or one
+        taking turns with the counted one (a GAN's), is no new phase."""
+        if self.primary is None or not self.ddps:
+            return False
+        mine = self._ddps_of(opt)
+        if not mine or mine <= self.primary_ddps:
+            return False
+        if current is None:
+            return True
+        runs = self.takeover[1] + 1 if self.takeover[0] == id(opt) else 1
+        self.takeover = (id(opt), runs)
+        return runs >= PHASE_STEPS
 
     def _over_ddp(self, opt: Any) -> bool:
         known = self.over_ddp.get(id(opt))
@@ -552,12 +585,21 @@ class Agent:
         self.over_ddp[id(opt)] = found
         return found
 
-    def restart(self, opt: Any) -> None:
-        """Start counting steps again on ``opt``; the reader drops the steps counted before."""
+    def restart(self, opt: Any, why: str = "wrapped") -> None:
+        """Start counting steps again on ``opt``; the reader drops the steps counted before
+        (``why``: "wrapped" after a phase before any wrapping, "phase" when training moved on
+        to another DDP model). The new phase's first step is checked and its loop searched
+        for frozen models again."""
         self.write_pending_step()
-        self.record({"k": "restart", "why": "wrapped", "s": self.step, "cls": type(opt).__name__})
+        self.record({"k": "restart", "why": why, "s": self.step, "cls": type(opt).__name__})
         self.primary = weakref.ref(opt)
         self.primary_before_wrap = False
+        self.primary_ddps = self._ddps_of(opt)
+        self.takeover = (0, 0)
+        if why == "phase":
+            self.first_checked = False
+            self.aux_searched = False
+            self.aux = []
         self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
         self.step = 0  # the window under way already belongs to the first step of the new count
 
