@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import math
-import os
 
 import torch
 import torch.distributed as dist
@@ -75,7 +74,9 @@ def main() -> None:
     pairs = make_pairs(896, seed=11)
     train = TensorDataset(*(t[:768] for t in pairs.tensors))
     val = TensorDataset(*(t[768:] for t in pairs.tensors))
-    sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=3, drop_last=True)
+    sampler = DistributedSampler(
+        train, num_replicas=world, rank=rank, shuffle=True, seed=3, drop_last=True
+    )
     loader = DataLoader(train, batch_size=32, sampler=sampler, drop_last=True)
 
     model = DDP(DualEncoder())
@@ -90,11 +91,15 @@ def main() -> None:
     warm = 3
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt,
-        lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (total - warm))),
+        lambda s: (
+            (s + 1) / warm
+            if s < warm
+            else 0.5 * (1 + math.cos(math.pi * (s - warm) / (total - warm)))
+        ),
     )
 
     # image-side augmentation: jitter drawn from a generator of this rank's own
-    aug = torch.Generator().manual_seed(1000 + rank)  # fault clip_same_aug: aug = torch.Generator().manual_seed(1000)
+    aug = torch.Generator().manual_seed(1000 + rank)  # fmt: skip  # fault clip_same_aug: aug = torch.Generator().manual_seed(1000)
 
     step = 0
     for epoch in range(epochs):

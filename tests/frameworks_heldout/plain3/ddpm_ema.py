@@ -57,7 +57,8 @@ class Denoiser(nn.Module):
         self.temb = nn.Sequential(TimeEmbedding(32), nn.Linear(32, hidden), nn.SiLU())
         self.inp = nn.Linear(2, hidden)
         self.blocks = nn.ModuleList(
-            nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, hidden), nn.SiLU()) for _ in range(3)
+            nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, hidden), nn.SiLU())
+            for _ in range(3)
         )
         self.out = nn.Linear(hidden, 2)
 
@@ -128,12 +129,17 @@ def main() -> None:
             totals += torch.tensor([loss.item() * x0.shape[0], x0.shape[0]])
         dist.all_reduce(totals)
         if rank == 0:
-            print(f"epoch {epoch} lr {lr:.1e} mean eps-MSE {totals[0].item() / totals[1].item():.4f}", flush=True)
+            print(
+                f"epoch {epoch} lr {lr:.1e} mean eps-MSE {totals[0].item() / totals[1].item():.4f}",
+                flush=True,
+            )
 
     if rank == 0:
         pts = sample(ema, alpha_bar, 512, torch.Generator().manual_seed(1))
         radius = pts.norm(dim=1)
-        print(f"EMA samples: mean radius {radius.mean().item():.3f} (data ~0.5), max {radius.max().item():.2f}")
+        print(
+            f"EMA samples: mean radius {radius.mean().item():.3f} (data ~0.5), max {radius.max().item():.2f}"
+        )
 
     del model
     gc.collect()

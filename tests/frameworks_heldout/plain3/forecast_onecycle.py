@@ -108,12 +108,19 @@ def main() -> None:
     val_loader = DataLoader(val_set, batch_size=64, sampler=val_sampler)
 
     model = DDP(Forecaster())
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-4)
+    opt = torch.optim.SGD(
+        model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-4
+    )
     updates_per_epoch = len(train_loader) // accum
-    total_steps = epochs * updates_per_epoch  # fault forecast_sched_len_dataset: total_steps = epochs * len(train_set) // batch
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.5, total_steps=total_steps, pct_start=0.3)
+    total_steps = epochs * updates_per_epoch  # fmt: skip  # fault forecast_sched_len_dataset: total_steps = epochs * len(train_set) // batch
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=0.5, total_steps=total_steps, pct_start=0.3
+    )
     if rank == 0:
-        print(f"{len(train_set)} windows, {updates_per_epoch} updates per epoch, {total_steps} in all", flush=True)
+        print(
+            f"{len(train_set)} windows over {world} ranks, {updates_per_epoch} updates per epoch, {total_steps} in all",
+            flush=True,
+        )
 
     for epoch in range(epochs):
         train_sampler.set_epoch(epoch)
@@ -124,11 +131,11 @@ def main() -> None:
             last = (i + 1) % accum == 0
             if last:
                 loss = F.smooth_l1_loss(model(x), y)
-                (loss / accum).backward()  # fault forecast_accum_unscaled: loss.backward()  # fault forecast_loss_over_world: (loss / accum / world).backward()
+                (loss / accum).backward()  # fmt: skip  # fault forecast_accum_unscaled: loss.backward()  # fault forecast_loss_over_world: (loss / accum / world).backward()
             else:
                 with model.no_sync():
                     loss = F.smooth_l1_loss(model(x), y)
-                    (loss / accum).backward()  # fault forecast_accum_unscaled: loss.backward()  # fault forecast_loss_over_world: (loss / accum / world).backward()
+                    (loss / accum).backward()  # fmt: skip  # fault forecast_accum_unscaled: loss.backward()  # fault forecast_loss_over_world: (loss / accum / world).backward()
             running += torch.tensor([loss.item(), 1.0])
             if last:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
