@@ -13,17 +13,13 @@ from __future__ import annotations
 import argparse
 import gc
 import math
-import os
-import sys
 
 import torch
 import torch.distributed as dist
+from points_trainer import Trainer, TrainerConfig
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from points_trainer import Trainer, TrainerConfig
 
 SHAPES = 5
 
