@@ -293,6 +293,20 @@ def test_steps_without_sync_and_bypassed_wrapper(tmp_path, kb):  # type: ignore[
     assert f["forward_bypasses_ddp"].value is True
 
 
+def test_gradients_with_no_forward_through_the_wrapper_are_a_bypass(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """A window whose backward gave the wrapped parameters gradients with no forward through
+    any wrapper (the agent infers the bypass: ``bypi``) reads as a bypass, and its unsynced
+    last backward is not blamed on a require_backward_grad_sync flag set too late."""
+    steps = [_step(s, syn=[False], bflag=[True], byp=1, bypi=True) for s in range(1, 6)]
+    for rec in steps:
+        del rec["fflag"]  # no forward through the wrapper: no flag read at forward
+    ranks = {r: [_start(r), _wrap(), *steps] for r in (0, 1)}
+    f = _facts(read_trace(kb, _write(tmp_path / "t", ranks)))
+    assert f["forward_bypasses_ddp"].value is True
+    assert "no forward through the wrapper" in f["forward_bypasses_ddp"].detail
+    assert "False at forward" not in (f["final_micro_step_synced"].detail or "")
+
+
 def test_loss_spikes_and_single_rank_spike(tmp_path, kb):  # type: ignore[no-untyped-def]
     curve = [1.0, 0.9, 0.85, 0.8, 0.8, 0.78, 9.0, 0.77, 0.76, 0.75, 0.74, 0.73]
     ranks = {}

@@ -29,12 +29,16 @@ class SyncReader(Context):
                 if not r["syn"][-1]:
                     unsynced_final.append((t.rank, r["s"]))
                     flags = r.get("bflag") or []
-                    if flags and flags[-1]:
+                    if flags and flags[-1] and r.get("fflag"):
                         flag_late += 1
             nosync_forward = nosync_forward or any(
                 f is False for r in t.steps.values() for f in r.get("fflag") or []
             )
-            bypass += [(t.rank, r["s"], r["byp"]) for r in t.steps.values() if r.get("byp")]
+            bypass += [
+                (t.rank, r["s"], r["byp"], bool(r.get("bypi")))
+                for r in t.steps.values()
+                if r.get("byp")
+            ]
         total = len(self.r0.steps)
         if worst is not None and total:
             count, rank, never = worst
@@ -95,15 +99,17 @@ class SyncReader(Context):
         elif total:
             self.add("uses_comm_hook", False)
         if bypass:
-            rank, step, _ = bypass[0]
-            self.add(
-                "forward_bypasses_ddp",
-                True,
-                where=f"rank {rank} step {step}",
-                detail=f"training forwards ran through the inner module (or its parts), outside "
-                f"the DDP wrapper "
-                f"({sum(b[2] for b in bypass)} times; first at step {step})",
+            rank, step, _, _ = bypass[0]
+            detail = (
+                "training forwards ran through the inner module (or its parts), outside the "
+                f"DDP wrapper ({sum(b[2] for b in bypass)} times; first at step {step})"
             )
+            if any(b[3] for b in bypass):
+                detail += (
+                    "; some optimizer steps had gradients on the wrapped parameters with no "
+                    "forward through the wrapper at all (a module compiled or called on its own)"
+                )
+            self.add("forward_bypasses_ddp", True, where=f"rank {rank} step {step}", detail=detail)
         elif total:
             self.add("forward_bypasses_ddp", False)
 

@@ -785,6 +785,18 @@ class Agent:
             rec["lowp"] = w.lowp
         if w.fwd_flags:
             rec["fflag"] = w.fwd_flags
+        if (
+            bws
+            and not w.bypass
+            and not w.fwd_flags
+            and self.ddps
+            and not any(b.buckets for b in bws)
+            and self._over_ddp(opt)
+        ):
+            # gradients on a DDP model's parameters with no forward through any wrapper in
+            # the window: its inner module ran in a way no hook saw (compiled on its own, say)
+            w.bypass = len(bws)
+            rec["bypi"] = True
         if w.bypass:
             rec["byp"] = w.bypass
         if w.zero_calls:

@@ -44,6 +44,7 @@ _STEP_FIELDS = {
     "ce": "list[list]",
     "lowp": "list[num]",
     "byp": "int",
+    "bypi": "bool",
     "zc": "int",
     "oth": "int",  # steps of other optimizers since the counted one's last step
     "zb": "bool",
