@@ -117,3 +117,37 @@ def test_loss_factor_is_read_through_identity_wrappers_only(
     assert float(got["zero3"]) == 0.25  # * 2 / 8, through the wrapper
     assert float(got["opaque"]) == 2.0  # the walk stops at a function it does not know
     assert float(got["hooked"]) == 0.5  # * 2 / 4, through the hook on the module's output
+
+
+TERMS_PROBE = """
+import torch
+from ddpadvisor_trace_agent.core import _loss_factor
+w = torch.nn.Parameter(torch.ones(3))
+a, b, c = (w * 2).sum(), (w * 3).mean(), w.pow(2).sum()
+for name, loss in {
+    "avg2": (a + b) / 2, "avg3": (a + b + c) / 2, "single": a / 2,
+    "term_divided": a * 4 / 2 + b, "difference": (a - b) * 0.5, "plus_constant": (a + 1.0) / 2,
+}.items():
+    factor, _, terms = _loss_factor(loss, [])
+    print(name, factor, terms)
+"""
+
+
+def test_terms_summed_below_the_loss_factor_are_counted() -> None:
+    """(a + b) / 2 sums two terms below the factor (so it may average them rather than divide
+    by a world size of 2); a constant added in is no term; a factor inside a term is not
+    read, and the sum above it shows that."""
+    env = {**os.environ, "PYTHONPATH": str(agent_dir())}
+    proc = subprocess.run(
+        [sys.executable, "-c", TERMS_PROBE], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = {n: (float(f), int(t)) for n, f, t in (line.split() for line in proc.stdout.splitlines())}
+    assert got == {
+        "avg2": (0.5, 2),
+        "avg3": (0.5, 3),
+        "single": (0.5, 1),
+        "term_divided": (1.0, 2),
+        "difference": (0.5, 2),
+        "plus_constant": (0.5, 1),
+    }
