@@ -18,6 +18,7 @@ class ScheduleReader(Context):
     def scheduler(self) -> None:
         self._warmup_from_lr()
         self._lr_schedule_overran()
+        self._schedule_fraction()
         t = self.r0
         if not t.kind("sched") or not t.steps:
             return
@@ -116,6 +117,40 @@ class ScheduleReader(Context):
             )
             return
         self.add("lr_schedule_overran", False)
+
+    def _schedule_fraction(self) -> None:
+        """lr_schedule_fraction_run: the steps a scheduler with a planned end took over that
+        plan (``plans`` of rank 0's end record: OneCycleLR's total_steps, CosineAnnealingLR's
+        T_max, a transformers schedule's num_training_steps, ...), said only of a job that
+        ended by itself: no --max-steps, no crash, no timeout. Where several had a plan, the
+        latest one (a later phase's) is the training's."""
+        end = self.r0.first("end")
+        if end is None or end.get("why") != "exit":
+            return
+        if any(t.first("exception") is not None for t in self.ranks):
+            return
+        plans = [
+            p
+            for p in end.get("plans") or []
+            if isinstance(p, list)
+            and len(p) >= 3
+            and isinstance(p[1], int)
+            and isinstance(p[2], int)
+            and p[1] > 0
+        ]
+        if not plans:
+            return
+        cls, planned, taken = str(plans[-1][0]), plans[-1][1], plans[-1][2]
+        fraction = taken / planned
+        detail = f"{cls} was built for {planned} steps and took {taken} before the job ended"
+        if fraction < 0.75:
+            detail += f": {1 - fraction:.0%} of the schedule never ran"
+            if self.world > 1 and abs(fraction * self.world - 1) < 0.05:
+                detail += (
+                    f" (1/{self.world} of it: its length looks counted over the whole "
+                    "dataset, while each rank reads its own shard)"
+                )
+        self.add("lr_schedule_fraction_run", fraction, detail=detail)
 
     def _first_group_lrs(self) -> list[tuple[int, float]] | None:
         """(step, learning rate of the first param group) at each of rank 0's optimizer steps;

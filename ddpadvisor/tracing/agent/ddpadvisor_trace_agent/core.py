@@ -266,6 +266,8 @@ class Agent:
         self.sched_depth = 0
         self.batch_depth = 0  # > 0 while a recorded batch sampler draws its next batch
         self.sched_total = 0
+        # scheduler key -> [class, planned length, steps taken, steps the counted optimizer]
+        self.sched_plans: dict[str, list[Any]] = {}
         self.sampler_ids: dict[int, int] = {}
         self.iterations = 0
         self.set_epoch_calls: dict[int, list[int]] = {}
@@ -1033,6 +1035,7 @@ class Agent:
                 "fwd": self.counters["fwd"],
                 "bwd": self.counters["bwd"],
                 "sched": self.sched_total,
+                "plans": [v for v in self.sched_plans.values() if v[1]],
                 "opt_steps": sorted(self.opt_steps.values()),
             }
         )

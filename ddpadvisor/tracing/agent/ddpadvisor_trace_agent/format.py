@@ -159,6 +159,9 @@ KINDS: dict[str, dict[str, str]] = {
         "bwd": "int",
         "sched": "int",
         "opt_steps": "list[int]",
+        # schedulers with a planned end: [class, planned steps, steps taken, optimizer step
+        # count at the last of them]
+        "plans": "list[list]",
     },
     "destroy": {"s": "int"},
     "restart": {"why": "str", "s": "int", "cls": "str"},

@@ -85,6 +85,11 @@ def install() -> None:
                     key = f"sched{id(self)}"
                     if key not in a.seen_cfg:
                         a.safe("sched", a.cfg, key, _sched_record(self, sys._getframe(1)))
+                        a.sched_plans[key] = [type(self).__name__, _planned_steps(self), 0, 0]
+                    plan = a.sched_plans.get(key)
+                    if plan is not None:
+                        plan[2] += 1
+                        plan[3] = a.step
 
         return step
 
@@ -112,6 +117,37 @@ def _sched_record(s: Any, caller: Any) -> dict[str, Any]:
     name = getattr(code, "co_qualname", code.co_name)
     by = f"{caller.f_globals.get('__name__', '?')}.{name}"
     return {"k": "sched", "cls": type(s).__name__, "primary": _is_primary_opt(s), "by": by}
+
+
+def _planned_steps(s: Any) -> int | None:
+    """How many steps a scheduler is built to take before its schedule ends: OneCycleLR's
+    ``total_steps``, CosineAnnealingLR's ``T_max``, PolynomialLR's ``total_iters``, a
+    SequentialLR's last milestone plus its last scheduler's length, and a LambdaLR over a
+    ``functools.partial`` with ``num_training_steps`` (the transformers schedules). None where
+    the schedule has no end (step decays, warm restarts, a constant after warmup) or its
+    length is not readable."""
+    name = type(s).__name__
+    try:
+        if name == "OneCycleLR":
+            n = s.total_steps
+        elif name == "CosineAnnealingLR":
+            n = s.T_max
+        elif name == "PolynomialLR":
+            n = s.total_iters
+        elif name == "SequentialLR":
+            last = _planned_steps(s._schedulers[-1])
+            n = None if last is None else int(s._milestones[-1]) + last
+        elif name == "LambdaLR":
+            fns = s.lr_lambdas
+            keywords = getattr(fns[0], "keywords", None) if len(fns) == 1 else None
+            n = (keywords or {}).get("num_training_steps")
+        else:
+            n = None
+    except Exception:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        return None
+    return n
 
 
 def _is_primary_opt(s: Any) -> bool:
