@@ -3,7 +3,8 @@
 The agent reads a scheduler's planned length where the scheduler states it (``_planned_steps``,
 probed in a subprocess with the agent folder on the path, as a rank would import it); the
 reader turns the end record's ``plans`` into ``lr_schedule_fraction_run``, only for a job that
-ended by itself."""
+ended by itself. The same end record says whether DeepSpeed was imported at all
+(``uses_deepspeed``)."""
 
 from __future__ import annotations
 
@@ -111,3 +112,14 @@ def test_fraction_of_the_schedule_run(tmp_path, kb, end, exception, fraction):  
     assert (got.value if got else None) == fraction
     if fraction == 0.5:
         assert "1/2 of it" in got.detail  # the length counted over the whole dataset
+
+
+@pytest.mark.parametrize(("dsmod", "uses"), [(False, False), (True, None)])
+def test_deepspeed_never_imported_is_no_deepspeed_job(tmp_path, kb, dsmod, uses):  # type: ignore[no-untyped-def]
+    """DeepSpeed not imported on any rank: no engine ran. Imported but no engine recorded:
+    not said (an engine built before the agent's wrapper could have gone unseen)."""
+    facts = {
+        o.fact: o.value
+        for o in read_trace(kb, _trace(tmp_path, {"why": "exit", "dsmod": dsmod})).observations
+    }
+    assert facts.get("uses_deepspeed") is uses

@@ -26,7 +26,21 @@ class DeepSpeedReader(Context):
     def deepspeed_engine(self) -> None:
         ds = self.deepspeed
         if ds is None:
+            ends = [t.first("end") for t in self.ranks]
+            if (
+                self.r0.steps
+                and ends
+                and all(e is not None and e.get("dsmod") is False for e in ends)
+            ):
+                self.add(
+                    "uses_deepspeed",
+                    False,
+                    detail="no rank imported DeepSpeed, so no DeepSpeed engine ran",
+                )
             return
+        self.add(
+            "uses_deepspeed", True, detail=f"a DeepSpeed engine (ZeRO stage {ds.get('stage') or 0})"
+        )
         stage = int(ds.get("stage") or 0)
         if stage >= 1:
             self.add(

@@ -1036,6 +1036,8 @@ class Agent:
                 "bwd": self.counters["bwd"],
                 "sched": self.sched_total,
                 "plans": [v for v in self.sched_plans.values() if v[1]],
+                # DeepSpeed never imported: no engine can have run unseen
+                "dsmod": "deepspeed" in sys.modules,
                 "opt_steps": sorted(self.opt_steps.values()),
             }
         )

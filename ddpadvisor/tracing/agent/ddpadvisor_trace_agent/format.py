@@ -162,6 +162,7 @@ KINDS: dict[str, dict[str, str]] = {
         # schedulers with a planned end: [class, planned steps, steps taken, optimizer step
         # count at the last of them]
         "plans": "list[list]",
+        "dsmod": "bool",
     },
     "destroy": {"s": "int"},
     "restart": {"why": "str", "s": "int", "cls": "str"},
