@@ -583,7 +583,7 @@ def check(cases: list[RepoCase], mirrors: Path) -> int:
                 problem = inject(folder, inj, into)
                 if problem is None and inj.file.endswith(".py"):
                     try:
-                        ast.parse((into / inj.file).read_text(encoding="utf-8"))
+                        ast.parse((into / inj.file).read_text(encoding="utf-8-sig"))
                     except SyntaxError as exc:
                         problem = f"the edited {inj.file} does not parse (line {exc.lineno})"
             if problem:
