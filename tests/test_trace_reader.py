@@ -323,6 +323,21 @@ def test_loss_spikes_and_single_rank_spike(tmp_path, kb):  # type: ignore[no-unt
     assert f["loss_spike_single_rank"].where == "rank 1 step 7"
 
 
+def test_a_spike_every_rank_shares_is_no_single_rank_spike(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """Both ranks' losses jump at step 7 (a rate too high), rank 1's batch three times rank
+    0's there as at every step: measured against its own recent level no rank spikes alone."""
+    base = [1.0, 0.9, 0.85, 0.8, 0.8, 0.78, 6.0, 0.77, 0.76, 0.75, 0.74, 0.73]
+    ranks = {}
+    for r in (0, 1):
+        recs = [_start(r), _wrap()]
+        for s, v in enumerate(base, start=1):
+            recs.append(_step(s, loss=v * (3.2 if r == 1 else 1.0)))
+        ranks[r] = recs
+    f = _facts(read_trace(kb, _write(tmp_path / "t", ranks)))
+    assert f["loss_pattern"].value == "spikes"
+    assert f["loss_spike_single_rank"].value is False
+
+
 def test_last_run_of_an_appended_file_is_read(tmp_path, kb):  # type: ignore[no-untyped-def]
     old = [_start(0), _step(1, syn=[False])]
     ranks = {0: old + _healthy_rank(0), 1: _healthy_rank(1)}

@@ -114,12 +114,28 @@ class LossesReader(Context):
     def _single_rank_spike(
         steps: list[int], per_rank: dict[int, list[float | None]], spikes: list[int]
     ) -> tuple[int, int] | None:
+        """A spike one rank's batch makes alone: at a spike of the mean curve, that rank's
+        loss is over three times its own recent level (the median of its last ten steps)
+        while every other rank stays near its own (under 1.5 times). Ranks are compared each
+        with its own history, not with each other: batches differ in loss from rank to rank
+        at any step, and a spike every rank shares (a rate too high) is no single batch's."""
         for i in spikes:
-            vals = {r: x for r, v in per_rank.items() if (x := v[i]) is not None}
-            for r, v in vals.items():
-                others = [x for q, x in vals.items() if q != r]
-                if others and v > 3 * max(statistics.median(others), 1e-12):
-                    return r, steps[i]
+            elevated = []
+            known = 0
+            for r, values in per_rank.items():
+                v = values[i]
+                past = [x for x in values[max(0, i - 10) : i] if x is not None and math.isfinite(x)]
+                if v is None or not math.isfinite(v) or len(past) < 3:
+                    continue
+                known += 1
+                base = max(statistics.median(past), 1e-12)
+                elevated.append((v / base, r))
+            if known < 2:
+                continue
+            high = [r for ratio, r in elevated if ratio > 3]
+            calm = [r for ratio, r in elevated if ratio < 1.5]
+            if len(high) == 1 and len(calm) == known - 1:
+                return high[0], steps[i]
         return None
 
     def logging(self) -> None:
