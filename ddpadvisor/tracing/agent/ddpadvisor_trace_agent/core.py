@@ -259,6 +259,8 @@ class Agent:
         self.primary_before_wrap = False
         self.primary_ddps: frozenset[int] = frozenset()  # the DDP wrappers it steps
         self.takeover = (0, 0)  # (optimizer id, its steps in a row while the counted one waits)
+        self.primary_id = 0  # id() of the counted optimizer (its weakref may be dead)
+        self.retired: set[int] = set()  # optimizers a new phase took the count from
         self.over_ddp: dict[int, bool] = {}  # optimizer id -> it holds DDP-wrapped parameters
         self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.scaled_map: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -551,6 +553,7 @@ class Agent:
             self.primary = weakref.ref(opt)
             self.primary_before_wrap = not self.ddps and not self.ds_info
             self.primary_ddps = self._ddps_of(opt)
+            self.primary_id = id(opt)
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
         if current is opt:
             self.takeover = (0, 0)
@@ -567,7 +570,7 @@ class Agent:
         fine-tuning): the counted optimizer is gone, or has not stepped for PHASE_STEPS steps
         of ``opt`` in a row. An optimizer over the same wrapper (one made afresh), or one
         taking turns with the counted one (a GAN's), is no new phase."""
-        if self.primary is None or not self.ddps:
+        if self.primary is None or not self.ddps or id(opt) in self.retired:
             return False
         mine = self._ddps_of(opt)
         if not mine or mine <= self.primary_ddps:
@@ -594,9 +597,14 @@ class Agent:
         for frozen models again."""
         self.write_pending_step()
         self.record({"k": "restart", "why": why, "s": self.step, "cls": type(opt).__name__})
+        if why == "phase":
+            # the optimizer counted so far never takes the count back: optimizers that take
+            # turns in long runs (an actor's and a critic's epochs) restart it once, not each time
+            self.retired.add(self.primary_id)
         self.primary = weakref.ref(opt)
         self.primary_before_wrap = False
         self.primary_ddps = self._ddps_of(opt)
+        self.primary_id = id(opt)
         self.takeover = (0, 0)
         if why == "phase":
             self.first_checked = False
