@@ -239,9 +239,12 @@ class DataReader(Context):
                 "count of kept targets, not the accumulation window's"
             )
             self.add("loss_normalised_by_global_tokens", False, detail=detail)
-            micro_spreads.sort()
-            spread = micro_spreads[min(len(micro_spreads) - 1, int(0.9 * len(micro_spreads)))]
-            self._weight_ratio("micro_batch_token_weight_ratio", spread, "micro-batches")
+            if micro_spreads:  # none where every window held a micro-batch with no target
+                micro_spreads.sort()
+                at90 = min(len(micro_spreads) - 1, int(0.9 * len(micro_spreads)))
+                self._weight_ratio(
+                    "micro_batch_token_weight_ratio", micro_spreads[at90], "micro-batches"
+                )
             return
         detail = "the summed loss is divided by this rank's own count of kept targets"
         self.add("loss_normalised_by_global_tokens", False, detail=detail)
