@@ -29,6 +29,10 @@ from ddpadvisor_trace_agent.hooks.optim import _planned_steps
 def opt():
     return torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1)
 
+def two_groups():  # decay / no-decay, as the HF Trainer builds them
+    ps = [torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2))]
+    return torch.optim.AdamW([{"params": ps[:1]}, {"params": ps[1:], "weight_decay": 0.0}])
+
 o = opt()
 seq = L.SequentialLR(o, [L.LinearLR(o, 0.1, total_iters=5), L.CosineAnnealingLR(o, T_max=20)],
                      milestones=[5])
@@ -38,6 +42,7 @@ cases = {
     "poly": L.PolynomialLR(opt(), total_iters=30),
     "sequential": seq,
     "hf_cosine": get_cosine_schedule_with_warmup(opt(), 10, 90),
+    "hf_cosine_groups": get_cosine_schedule_with_warmup(two_groups(), 10, 120),
     "hf_constant": get_constant_schedule_with_warmup(opt(), 10),
     "step": L.StepLR(opt(), step_size=5),
     "lambda": L.LambdaLR(opt(), lambda s: 0.9 ** s),
@@ -61,6 +66,7 @@ def test_planned_length_where_the_scheduler_states_it() -> None:
         "poly": "30",
         "sequential": "25",  # the last milestone plus the cosine's T_max
         "hf_cosine": "90",  # num_training_steps of the partial
+        "hf_cosine_groups": "120",  # the same partial for both param groups
         "hf_constant": "None",  # no end: constant after warmup
         "step": "None",
         "lambda": "None",  # a bare lambda says nothing of a length

@@ -138,8 +138,10 @@ def _planned_steps(s: Any) -> int | None:
             last = _planned_steps(s._schedulers[-1])
             n = None if last is None else int(s._milestones[-1]) + last
         elif name == "LambdaLR":
+            # one function per param group, the same one for all of them as a rule
             fns = s.lr_lambdas
-            keywords = getattr(fns[0], "keywords", None) if len(fns) == 1 else None
+            same = len({id(f) for f in fns}) == 1
+            keywords = getattr(fns[0], "keywords", None) if fns and same else None
             n = (keywords or {}).get("num_training_steps")
         else:
             n = None
