@@ -260,6 +260,7 @@ class Agent:
         self.primary_ddps: frozenset[int] = frozenset()  # the DDP wrappers it steps
         self.takeover = (0, 0)  # (optimizer id, its steps in a row while the counted one waits)
         self.primary_id = 0  # id() of the counted optimizer (its weakref may be dead)
+        self.primary_sig: tuple[int, int] = (0, 0)  # its parameters: how many, how many numbers
         self.retired: set[int] = set()  # optimizers a new phase took the count from
         self.over_ddp: dict[int, bool] = {}  # optimizer id -> it holds DDP-wrapped parameters
         self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -268,7 +269,8 @@ class Agent:
         self.sched_depth = 0
         self.batch_depth = 0  # > 0 while a recorded batch sampler draws its next batch
         self.sched_total = 0
-        # scheduler key -> [class, planned length, steps taken, steps the counted optimizer]
+        # scheduler key -> [class, planned length, its steps so far (its own last_epoch, which a
+        # restored state carries on), the optimizer step count at its last step]
         self.sched_plans: dict[str, list[Any]] = {}
         self.sampler_ids: dict[int, int] = {}
         self.iterations = 0
@@ -554,6 +556,7 @@ class Agent:
             self.primary_before_wrap = not self.ddps and not self.ds_info
             self.primary_ddps = self._ddps_of(opt)
             self.primary_id = id(opt)
+            self.primary_sig = _param_signature(opt)
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
         if current is opt:
             self.takeover = (0, 0)
@@ -569,11 +572,16 @@ class Agent:
         trained under DDP, then the student distilled from it; pre-training, then
         fine-tuning): the counted optimizer is gone, or has not stepped for PHASE_STEPS steps
         of ``opt`` in a row. An optimizer over the same wrapper (one made afresh), or one
-        taking turns with the counted one (a GAN's), is no new phase."""
+        taking turns with the counted one (a GAN's), or one over a model shaped exactly like
+        the counted one's (rebuilt to resume), is no new phase."""
         if self.primary is None or not self.ddps or id(opt) in self.retired:
             return False
         mine = self._ddps_of(opt)
         if not mine or mine <= self.primary_ddps:
+            return False
+        if _param_signature(opt) == self.primary_sig:
+            # the same model built again (a job that rebuilds model, optimizer and scheduler
+            # each epoch and resumes them from its checkpoint): the same training goes on
             return False
         if current is None:
             return True
@@ -605,6 +613,7 @@ class Agent:
         self.primary_before_wrap = False
         self.primary_ddps = self._ddps_of(opt)
         self.primary_id = id(opt)
+        self.primary_sig = _param_signature(opt)
         self.takeover = (0, 0)
         if why == "phase":
             self.first_checked = False
@@ -1141,6 +1150,13 @@ def _loss_factor(loss: Any, scalers: Any) -> tuple[float | None, bool, int]:
             break
         fn, nr = nxt[0]
     return factor, False, 1
+
+
+def _param_signature(opt: Any) -> tuple[int, int]:
+    """How many parameters an optimizer steps and how many numbers they hold: the same for a
+    model built again from the same code, different for another model as a rule."""
+    params = [p for g in opt.param_groups for p in g["params"]]
+    return len(params), sum(int(p.numel()) for p in params)
 
 
 _SUMS = ("AddBackward0", "SubBackward0")

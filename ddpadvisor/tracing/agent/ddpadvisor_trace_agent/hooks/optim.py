@@ -88,7 +88,10 @@ def install() -> None:
                         a.sched_plans[key] = [type(self).__name__, _planned_steps(self), 0, 0]
                     plan = a.sched_plans.get(key)
                     if plan is not None:
-                        plan[2] += 1
+                        # the scheduler's own count: a scheduler rebuilt and restored from a
+                        # checkpoint (load_state_dict) goes on from where the last one was
+                        done = getattr(self, "last_epoch", None)
+                        plan[2] = done if isinstance(done, int) else plan[2] + 1
                         plan[3] = a.step
 
         return step
