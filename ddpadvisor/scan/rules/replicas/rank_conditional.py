@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.analysis import recv_text
+from ddpadvisor.scan.analysis import Analysis, recv_text
+from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext, is_rank_cond
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
@@ -36,6 +37,7 @@ def rank_conditional(rc: RuleContext) -> None:
     ]
     found = False
     other_model = None  # a model outside the wrapper loaded on some ranks only (a teacher)
+    other_refs: dict[int, Event] = {}  # its value ref -> the load event
     for e in a.events:
         if not any(is_rank_cond(c) for c in e.ctx):
             continue
@@ -53,8 +55,10 @@ def rank_conditional(rc: RuleContext) -> None:
                 what = "weights loaded on some ranks only, after the DDP wrap"
             elif recv.kind == V.ACCELERATOR:
                 what = "accelerator state loaded on some ranks only"
-            elif recv.kind == V.MODEL and recv.ref not in model_refs and other_model is None:
-                other_model = e.where
+            elif recv.kind == V.MODEL and recv.ref not in model_refs:
+                other_model = other_model or e.where
+                if recv.ref is not None:
+                    other_refs.setdefault(recv.ref, e)
         elif e.kind == "call" and name in ("set_peft_model_state_dict",) and e.seq > ddp_seq:
             what = "adapter weights loaded on some ranks only"
         elif (
@@ -93,6 +97,18 @@ def rank_conditional(rc: RuleContext) -> None:
         found = True
     if found or a.main_backward is None:
         return
+    for ref, load in other_refs.items():
+        if not _runs_in_training(a, ref) or any(bc.seq > load.seq for bc in broadcasts):
+            continue
+        rc.emit(
+            fact,
+            True,
+            load.where,
+            f"weights loaded on some ranks only ({load.where}) into a model the training "
+            "forward runs beside the wrapped one (a teacher, a reference model); no wrapper "
+            "ever broadcasts it",
+        )
+        return
     if other_model is not None:
         # whether the training forward runs that model (a distillation teacher, a reference
         # model) or only rank 0's evaluation does is not read here: no verdict
@@ -103,6 +119,16 @@ def rank_conditional(rc: RuleContext) -> None:
         a.ddps[0].where,
         "no state loaded or changed on a subset of ranks after wrapping",
     )
+
+
+def _runs_in_training(a: Analysis, ref: int) -> bool:
+    """Whether a forward of the model ``ref`` feeds a loss that reaches a backward."""
+    mark = f"fwdof:{ref}:"
+    for e in a.train_forwards:
+        taint = e.result.taint if e.result is not None else ()
+        if any(t.startswith(mark) for t in taint):
+            return True
+    return False
 
 
 def _loaded_before_unsynced_fsdp(rc: RuleContext) -> bool:

@@ -1,7 +1,7 @@
 """Distillation: the teacher's weights are loaded on rank 0 only; the student is wrapped. The
-scan cannot tell whether every rank's training forward runs the teacher, so it says nothing
-about rank-conditional state (the trace compares the teacher's weights across ranks)."""
-# scan-facts: rank_conditional_state_change=unknown
+teacher's forward feeds the loss every rank backpropagates, and no wrapper ever broadcasts
+it: the other ranks distil from a random teacher."""
+# scan-facts: rank_conditional_state_change=true
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
