@@ -108,7 +108,7 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
         out = Val(kind=V.ARGS, ref=ns.ref)
         return Val(items=(out, UNKNOWN)) if method == "parse_known_args" else out
     if kind == V.DATASET and method == "shard":
-        index = ev.kwargs.get("index")
+        index = ev.kwargs.get("index", args[1] if len(args) > 1 else None)
         new = w.new_obj(V.DATASET, node, frame, canon="shard", kwargs=dict(ev.kwargs))
         new.extra["sharded"] = index is not None and V.RANK in index.taint
         return Val(kind=V.DATASET, ref=new.ref)
@@ -124,6 +124,13 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
         "train_test_split",
         "remove_columns",
         "rename_column",
+        "rename_columns",
+        "skip",
+        "take",
+        "sort",
+        "flatten",
+        "cast",
+        "cast_column",
     ):
         return recv
     if kind in (V.OPTIMIZER, V.SCHEDULER, V.TRAINER, V.LOADER, V.DSAMPLER, V.SAMPLER):
