@@ -196,11 +196,17 @@ class Statements(WalkerCore):
             return
         body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const, job)
         before, before_exprs = dict(frame.locals), dict(frame.exprs)
+        # A method's own attributes (``self.ctx = autocast(...)`` / ``self.ctx = Null()``)
+        # are bindings of the if as much as its locals: each side starts from what held
+        # before, and both are joined after it.
+        owner = self.obj(frame.self_val) if frame.self_val is not None else None
+        attrs_before = dict(owner.attrs) if owner is not None else {}
         first = len(self.events)
         self.walk_block(stmt.body, frame, (*ctx, body))
         body_ends = _ends_branch(stmt.body)
         body_dist = _sets_up_distributed(self.events[first:])
         after_body, body_exprs = dict(frame.locals), dict(frame.exprs)
+        attrs_body = dict(owner.attrs) if owner is not None else {}
         if job is None and self.job_truth(stmt.test, frame) == branches.ALL:
             # The body chose the distributed set-up with this very test (``if n_gpus > 1:
             # mp.spawn(train)`` where ``train`` starts with ``if n_gpus > 1:
@@ -214,17 +220,21 @@ class Statements(WalkerCore):
         if stmt.orelse:
             # The else branch starts from what held before the if, not from the body's end.
             _restore(frame, before, before_exprs)
+            _set_attrs(owner, attrs_before)
             orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const, job)
             mid = len(self.events)
             self.walk_block(stmt.orelse, frame, (*ctx, orelse))
             after_else, else_ends = dict(frame.locals), _ends_branch(stmt.orelse)
             else_dist = _sets_up_distributed(self.events[mid:])
+        attrs_else = dict(owner.attrs) if owner is not None and stmt.orelse else attrs_before
         if body_ends or else_ends:
             # Only one way (or none) reaches the code after the if: its bindings hold.
             if body_ends and not else_ends and not stmt.orelse:
                 _restore(frame, before, before_exprs)
+                _set_attrs(owner, attrs_before)
             elif else_ends and not body_ends:
                 _restore(frame, after_body, body_exprs)
+                _set_attrs(owner, attrs_body)
             return  # (after an else branch that holds, the frame is already its end)
         rank_switch = bool(taint & {V.RANK, V.WORLD}) or job == branches.SOME
         # The job being diagnosed runs distributed: a switch between a distributed set-up
@@ -264,6 +274,23 @@ class Statements(WalkerCore):
                 val = union([yes, no] if dist_side else [no, yes])
             frame.locals[name] = val
             frame.exprs.pop(name, None)
+        if owner is None:
+            return
+        for attr in dict.fromkeys([*attrs_body, *attrs_else]):
+            yes, no = attrs_body.get(attr), attrs_else.get(attr)
+            if yes is None or no is None or yes is no:
+                owner.attrs[attr] = yes if yes is not None else no  # type: ignore[assignment]
+                continue
+            if dist_side is None:
+                name = f"self.{attr}"
+                val = self._join(
+                    stmt, label, name, yes, no, bool(stmt.orelse), rank_switch, expanded
+                )
+            elif not stmt.orelse:
+                val = yes
+            else:
+                val = union([yes, no] if dist_side else [no, yes])
+            owner.attrs[attr] = val
 
     def _join(
         self,
@@ -1102,6 +1129,12 @@ def _sets_up_distributed(events: list[Event]) -> bool:
         if apis.last(e.name) == "init_process_group":
             return True
     return False
+
+
+def _set_attrs(owner: Obj | None, attrs: dict[str, Val]) -> None:
+    if owner is not None:
+        owner.attrs.clear()
+        owner.attrs.update(attrs)
 
 
 def _ends_branch(stmts: list[ast.stmt]) -> bool:
