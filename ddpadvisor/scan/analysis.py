@@ -604,9 +604,26 @@ class Analysis:
 
     @cached_property
     def flag_events(self) -> list[Event]:
+        """``x.require_backward_grad_sync = ...`` where ``x`` may be a DDP wrapper: the flag
+        set on the project's own module (a stand-in wrapper for single-process runs that
+        defines the attribute so the loop can set it either way) skips nothing."""
         return [
-            e for e in self.events if e.kind == "assign" and e.attr == "require_backward_grad_sync"
+            e
+            for e in self.events
+            if e.kind == "assign"
+            and e.attr == "require_backward_grad_sync"
+            and not self._own_module(e.recv)
         ]
+
+    def _own_module(self, recv: Val | None) -> bool:
+        if recv is None or recv.ref is None or recv.kind != V.MODEL:
+            return False
+        obj = self.walk.objects.get(recv.ref)
+        if obj is None or not obj.canon.startswith("local:"):
+            return False
+        info = obj.extra.get("class")
+        bases = info.external_bases() if info is not None else []
+        return not any(apis.is_ddp(b) or apis.is_fsdp(b) for b in bases)
 
     def synced_at(self, fwd: Event, i: int, win: Window) -> tuple[bool | None, str]:
         """Whether the forward ``fwd`` at micro-step ``i`` prepares a synchronising backward."""
