@@ -899,6 +899,7 @@ class Statements(WalkerCore):
             return UNKNOWN
         self.inlined[key] = count + 1
         frame = Frame(ref.scope, {}, {}, ref.closure, ref.name)
+        frame.global_names = _declared_global(fn)
         if ref.owner is not None and self_val is not None:
             frame.owner, frame.self_val = ref.owner, self_val
         self._bind_params(fn.args, args, kwargs, self_val, call_node, frame, caller, ctx)
@@ -1129,6 +1130,22 @@ def _sets_up_distributed(events: list[Event]) -> bool:
         if apis.last(e.name) == "init_process_group":
             return True
     return False
+
+
+def _declared_global(fn: ast.AST) -> frozenset[str]:
+    """Names a function's ``global`` statements make module globals (not those of functions
+    defined inside it, which have their own scope)."""
+    names: set[str] = set()
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Global):
+            names.update(node.names)
+        elif not isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+        ):
+            stack.extend(ast.iter_child_nodes(node))
+    return frozenset(names)
 
 
 def _set_attrs(owner: Obj | None, attrs: dict[str, Val]) -> None:
