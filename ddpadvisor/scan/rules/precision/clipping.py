@@ -35,6 +35,42 @@ def _clip_threshold(e: Event) -> Val | None:
     return None
 
 
+_THRESHOLD_PARAMS = ("clip", "max_norm", "threshold", "max_value")
+
+
+def _project_threshold(rc: RuleContext, e: Event) -> Val | None:
+    """What a clip-named function of the project's own gets as its threshold: the argument
+    bound to its parameter named for one (``def clip_grad_value_(parameters, clip_value)``
+    called with None clips nothing and only measures the norm)."""
+    if not e.name.startswith("local:") or not _clip_named(e):
+        return None
+    name = apis.last(e.name.removeprefix("local:"))
+    defs = [
+        f.node
+        for f in rc.walk.functions
+        if f.name == name and isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    if len({ast.dump(d.args) for d in defs}) != 1:
+        return None
+    args = defs[0].args
+    params = [*args.posonlyargs, *args.args]
+    if params and params[0].arg in ("self", "cls"):
+        params = params[1:]
+    defaults = dict(zip([p.arg for p in params][len(params) - len(args.defaults) :], args.defaults))
+    for i, p in enumerate(params):
+        if not any(k in p.arg.lower() for k in _THRESHOLD_PARAMS):
+            continue
+        if i < len(e.args):
+            return e.args[i]
+        if p.arg in e.kwargs:
+            return e.kwargs[p.arg]
+        default = defaults.get(p.arg)
+        if isinstance(default, ast.Constant):
+            return Val(const=default.value)
+        return None
+    return None
+
+
 def _clip_events(rc: RuleContext) -> list[Event]:
     """Calls that clip: named for it, or a call into code the scan does not read that gets a
     clipping threshold (``loss_scaler(loss, opt, clip_grad=args.clip_grad)``); a threshold
@@ -42,6 +78,8 @@ def _clip_events(rc: RuleContext) -> list[Event]:
     out = []
     for e in rc.a.calls():
         threshold = _clip_threshold(e)
+        if threshold is None:
+            threshold = _project_threshold(rc, e)
         if (
             threshold is not None
             and threshold.known
@@ -121,6 +159,8 @@ def clipping(rc: RuleContext) -> None:
             rc.warn(f"{clip.where}: clipping runs only when {text(c.test)}; not decided")
             return
     threshold = _clip_threshold(clip)
+    if threshold is None:
+        threshold = _project_threshold(rc, clip)
     if threshold is not None and V.ARGDEFAULT in threshold.taint and threshold.known:
         on = threshold.const is not None and threshold.const is not False and threshold.const != 0
         rc.cli_default("uses_grad_clipping", on, clip.where)
