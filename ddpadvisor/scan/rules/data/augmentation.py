@@ -71,4 +71,56 @@ def augmentation(rc: RuleContext) -> None:
     ds = rc.obj(loader.kwargs.get("dataset"))
     ds_info = rc._class_of(ds)
     if ds is not None and (apis.last(ds.canon) == "TensorDataset" or ds_info is not None):
+        drawn = _draws_in_model_forward(rc)
+        if drawn is not None:
+            rc.warn(
+                f"{drawn}: the trained model's forward draws random positions or values "
+                "(a random crop or window of its inputs, a mask); whether they augment the "
+                "data is not decided (uses_random_augmentation)"
+            )
+            return
         rc.emit("uses_random_augmentation", False, ds.where, "dataset draws no random augmentation")
+
+
+# Uniform and integer draws (positions, windows, masks), not Gaussian noise: a forward that
+# samples ``randn`` reparameterises a distribution rather than picking from its inputs.
+_INDEX_DRAWS = {"rand", "randint", "randperm", "rand_like", "randint_like", "uniform", "choice"}
+_RANDOM_HEADS = ("torch", "np", "numpy", "random")
+
+
+def _draws_in_model_forward(rc: RuleContext) -> str | None:
+    """Where the forward of a trained project model (or a project function it calls, one
+    level down) draws uniform or integer random numbers."""
+    functions: dict[str, list[ast.AST]] = {}
+    for f in rc.walk.functions:
+        functions.setdefault(f.name, []).append(f.node)
+    seen: set[int] = set()
+    for o in rc.a.objs(V.MODEL):
+        info = rc._class_of(o)
+        if info is None or o.wrapped_by is None:
+            continue
+        found = info.find_method("forward")
+        if found is None:
+            continue
+        owner, fwd = found
+        todo: list[tuple[ast.AST, str, int]] = [(fwd, owner.scope.module.label, 0)]
+        while todo:
+            fn, label, depth = todo.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            for sub in ast.walk(fn):
+                if not isinstance(sub, ast.Call):
+                    continue
+                name = text(sub.func)
+                last = apis.last(name)
+                if last in _INDEX_DRAWS and name.split(".")[0] in _RANDOM_HEADS:
+                    return f"{label}:{sub.lineno}"
+                if depth < 1:
+                    for node in functions.get(last, []):
+                        where = next(
+                            (f.scope.module.label for f in rc.walk.functions if f.node is node),
+                            label,
+                        )
+                        todo.append((node, where, depth + 1))
+    return None
