@@ -14,7 +14,16 @@ from functools import cached_property
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.context import CondCtx, Ctx, Event, LoopCtx, WithCtx, common_prefix, ctx_after
+from ddpadvisor.scan.context import (
+    CondCtx,
+    Ctx,
+    Event,
+    FuncCtx,
+    LoopCtx,
+    WithCtx,
+    common_prefix,
+    ctx_after,
+)
 from ddpadvisor.scan.evaluate import Undecidable, evaluate, free_names
 from ddpadvisor.scan.interp import WalkResult, is_cli_default
 from ddpadvisor.scan.interp.statements import batch_refs
@@ -179,9 +188,28 @@ class Analysis:
                     self._calls_at.setdefault(e.where, []).append(e)
         return self._calls_at.get(where, [])
 
-    @staticmethod
-    def under_no_grad(ev: Event) -> bool:
-        return any(w.kind == V.CTX_NO_GRAD for w in ev.withs())
+    def under_no_grad(self, ev: Event) -> bool:
+        """Inside ``with torch.no_grad():`` (or inference_mode), or inside a function
+        decorated with it (``@torch.no_grad() def evaluate(...)``)."""
+        if any(w.kind == V.CTX_NO_GRAD for w in ev.withs()):
+            return True
+        return any(
+            isinstance(c, FuncCtx) and (c.file, c.line) in self._no_grad_functions for c in ev.ctx
+        )
+
+    @cached_property
+    def _no_grad_functions(self) -> set[tuple[str, int]]:
+        out: set[tuple[str, int]] = set()
+        for f in self.walk.functions:
+            node = f.node
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for deco in node.decorator_list:
+                target = deco.func if isinstance(deco, ast.Call) else deco
+                name = ast.unparse(target).rsplit(".", 1)[-1]
+                if name in ("no_grad", "inference_mode"):
+                    out.add((f.scope.module.label, node.lineno))
+        return out
 
     @cached_property
     def backwards(self) -> list[Event]:
