@@ -731,6 +731,10 @@ def _eval_at(
     node: ast.expr, var: str | None, i: int, k: int, k_node: ast.expr | None
 ) -> bool | None:
     tries = [k] if k_node is None else list(PROBE_K)
+    if k_node is not None and var is not None and 0 < i % k < k - 1:
+        # a micro-step between the window's first and last: a count of 2 has none, so it
+        # says nothing about it (mapping it there would read the first micro-step instead)
+        tries = [kk for kk in tries if kk >= 3]
     results = set()
     for kk in tries:
         expr = _substitute(node, k_node, kk)
