@@ -667,9 +667,19 @@ class Statements(WalkerCore):
         )
         rhs = self.eval(stmt.value, frame, ctx)
         result = self.binop(stmt.op, cur, rhs, stmt.value, at=self._at(stmt, frame))
+        if (
+            isinstance(stmt.op, (ast.Add, ast.Sub))
+            and V.WORLD in rhs.taint
+            and V.WORLD not in cur.taint
+            and any(isinstance(c, LoopCtx) for c in ctx)
+        ):
+            # ``consumed += world_size`` in a loop: a position that strides over the ranks'
+            # examples (a count of what all of them read), not a value scaled by the world size
+            result = replace(result, taint=result.taint - {V.WORLD})
         op = _AUG_OPS.get(type(stmt.op), "other")
         if isinstance(stmt.target, ast.Name):
-            frame.locals[stmt.target.id] = result
+            names = frame.scope.globals if stmt.target.id in frame.global_names else frame.locals
+            names[stmt.target.id] = result
             frame.exprs.pop(stmt.target.id, None)
         elif isinstance(stmt.target, ast.Attribute):
             obj = self.obj(self.eval_pure(stmt.target.value, frame))
