@@ -74,6 +74,9 @@ def augmentation(rc: RuleContext) -> None:
 
 
 _DRAW_HEADS = ("torch", "np", "numpy", "random", "rng", "rc")
+# Draws that only reorder the examples (a dataset that shuffles its own index, as a sampler
+# would): the order of the data, not an augmentation of it.
+_ORDER_DRAWS = {"shuffle", "permutation", "randperm"}
 
 
 def _draw_below(
@@ -97,7 +100,11 @@ def _draw_below(
                 continue
             name = text(sub.func)
             last = apis.last(name)
-            if last in apis.RANDOM_CALLS and name.split(".")[0] in _DRAW_HEADS:
+            if (
+                last in apis.RANDOM_CALLS
+                and last not in _ORDER_DRAWS
+                and name.split(".")[0] in _DRAW_HEADS
+            ):
                 return f"{where}:{sub.lineno}", via
             if depth >= 3:
                 continue
