@@ -63,14 +63,14 @@ def data_sharding(rc: RuleContext) -> None:
             )
             return
     dataset = rc.obj(loader.kwargs.get("dataset"))
-    split = _sharded_source(rc, dataset)
-    if split is not None:
+    source = _sharded_source(rc, dataset)
+    if source is not None:
         how = (
             "dataset split by rank before loading"
-            if split is dataset
-            else f"dataset built on data split by rank at {split.where}"
+            if source is dataset
+            else f"dataset built on data split by rank at {source.where}"
         )
-        rc.emit(fact, True, split.where, how)
+        rc.emit(fact, True, source.where, how)
         return
     if rc.walk.rank_slices:
         rc.emit(fact, True, rc.walk.rank_slices[0], "data sliced by rank (data[rank::world_size])")
