@@ -174,3 +174,24 @@ def test_value_bound_per_rank_depends_on_the_rank(tmp_path: Path) -> None:
     printed = [e.args[0] for e in walk.events if e.name == "print" and e.args]
     assert V.RANK in printed[0].taint  # set on the main process only
     assert V.RANK not in printed[1].taint  # an alternative, the same on every rank
+
+
+def test_global_statements_rebind_the_module_s_names(tmp_path: Path) -> None:
+    """``global _ready`` / ``global _count`` inside a function: assignments and augmented
+    assignments there change the module's binding, which later reads see."""
+    from ddpadvisor.scan.interp import Walker
+    from ddpadvisor.scan.source import load
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "_ready = False\n_count = 0\n"
+        "def start():\n    global _ready, _count\n    _ready = True\n    _count += 2\n"
+        "def local_only():\n    _count = 10\n    return _count\n"
+        "start()\nlocal_only()\nseen = (_ready, _count)\n"
+    )
+    walker = Walker(load(script))
+    walker.run()
+    seen = walker.sources.main
+    scope = walker._scope(seen)
+    assert scope.globals["_ready"].const is True
+    assert scope.globals["_count"].const == 2  # the local of local_only() does not leak

@@ -79,3 +79,24 @@ def test_a_given_count_decides_whether_accelerate_skips_the_sync() -> None:
     assert (
         scan_file(flagged, strict=True, given={"grad_accum_steps": 4}).value("uses_no_sync") is True
     )
+
+
+def test_one_micro_batch_given_opens_a_sync_flag_toggled_on_a_derived_count() -> None:
+    # ``require_backward_grad_sync = micro_step == count - 1`` with a count derived from the
+    # world size: the flag skips syncs only when the run accumulates, which the run says
+    derived = fixture_path("flag_late_derived_count.py")
+    assert scan_file(derived, strict=True).value("uses_no_sync") is True
+    one = scan_file(derived, strict=True, given={"grad_accum_steps": 1})
+    assert one.value("uses_no_sync") is None
+    assert any("one micro-batch per step; uses_no_sync not decided" in w for w in one.warnings)
+    four = scan_file(derived, strict=True, given={"grad_accum_steps": 4})
+    assert four.value("uses_no_sync") is True
+
+
+def test_a_given_count_decides_a_scheduler_stepped_on_every_micro_batch() -> None:
+    # the scheduler steps on the skipped micro-batches and after optimizer.step() (under the
+    # same option as it): once per micro-batch, i.e. the run's count per optimizer step
+    stepped = fixture_path("sched_on_skipped_micro_steps.py")
+    assert scan_file(stepped, strict=True).value(RATIO) is None
+    assert scan_file(stepped, strict=True, given={"grad_accum_steps": 4}).value(RATIO) == 4.0
+    assert scan_file(stepped, strict=True, given={"grad_accum_steps": 8}).value(RATIO) == 8.0

@@ -42,7 +42,10 @@ def test_layout_annotations(name: str) -> None:
     layout = LAYOUTS / name
     entry = layout / ENTRIES[name]
     result = scan_file(entry, strict=True)
-    assert not result.warnings, result.warnings
+    # (a model class from a package outside the repository, ``models.Net()`` in "shadow", is
+    # built where the scan does not read: precision is left open with that note, by design)
+    unread_model = "the trained model is built where the scan does not read"
+    assert not [w for w in result.warnings if unread_model not in w], result.warnings
     checked = 0
     for path in sorted(layout.rglob("*.py")):
         fx = parse_fixture(path)
@@ -190,3 +193,21 @@ def test_package_chain_stops_at_the_project_root(tmp_path: Path) -> None:
     assert project == repo.resolve() and package == "tools"
     assert tmp_path.resolve() not in paths
     assert "neighbour" not in _walk(repo / "tools" / "train.py").sources.modules
+
+
+def test_a_file_named_like_a_library_beside_the_script_is_the_project_s(tmp_path: Path) -> None:
+    """``datasets.py`` beside the script is what ``import datasets`` loads (the script's folder
+    comes first on sys.path); a ``datasets/`` package folder or a name elsewhere stays the
+    library's, read through the scan's own view."""
+    (tmp_path / "datasets.py").write_text("def build(n):\n    return list(range(n))\n")
+    (tmp_path / "train.py").write_text(
+        "import datasets\nfrom datasets import build\nimport datasets.arrow\nrows = build(4)\n"
+    )
+    read = _walk(tmp_path / "train.py").sources
+    assert "datasets" in read.modules
+    assert "datasets.arrow" not in read.modules  # a single file has no submodules
+    other = tmp_path / "other"
+    (other / "datasets").mkdir(parents=True)
+    (other / "datasets" / "__init__.py").write_text("def load_dataset(p):\n    return p\n")
+    (other / "train.py").write_text("from datasets import load_dataset\nd = load_dataset('x')\n")
+    assert "datasets" not in _walk(other / "train.py").sources.modules

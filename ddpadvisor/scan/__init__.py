@@ -226,6 +226,9 @@ def _contested(
         label, line, _ = group[0]
         names = ", ".join(name for _, _, name in group)
         unread = [site[2] for site in group if site in opaque]
+        # ``(A if test else B)(...)``: the class (or function) called is one of two the scan
+        # reads in full; a fact one of them decides and the other does not is not known
+        picked = [site[2] for site in group if site[2].startswith("<")]
         for fact, value in final.items():
             if fact in dropped:
                 continue
@@ -239,6 +242,11 @@ def _contested(
                     f"{label}:{line}: {fact} is {_shown(value)} on one side of this if only; "
                     f"on the other, {unread[0]} comes from code the scan does not read; "
                     "left undecided"
+                )
+            elif fact not in other and picked:
+                dropped[fact] = (
+                    f"{label}:{line}: {fact} is {_shown(value)} with one side of "
+                    f"{picked[0]} and not decided with the other; left undecided"
                 )
     notes = list(dropped.values())
     if len(ordered) > cap:

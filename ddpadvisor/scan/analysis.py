@@ -14,7 +14,16 @@ from functools import cached_property
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.context import CondCtx, Ctx, Event, LoopCtx, WithCtx, common_prefix, ctx_after
+from ddpadvisor.scan.context import (
+    CondCtx,
+    Ctx,
+    Event,
+    FuncCtx,
+    LoopCtx,
+    WithCtx,
+    common_prefix,
+    ctx_after,
+)
 from ddpadvisor.scan.evaluate import Undecidable, evaluate, free_names
 from ddpadvisor.scan.interp import WalkResult, is_cli_default
 from ddpadvisor.scan.interp.statements import batch_refs
@@ -179,9 +188,28 @@ class Analysis:
                     self._calls_at.setdefault(e.where, []).append(e)
         return self._calls_at.get(where, [])
 
-    @staticmethod
-    def under_no_grad(ev: Event) -> bool:
-        return any(w.kind == V.CTX_NO_GRAD for w in ev.withs())
+    def under_no_grad(self, ev: Event) -> bool:
+        """Inside ``with torch.no_grad():`` (or inference_mode), or inside a function
+        decorated with it (``@torch.no_grad() def evaluate(...)``)."""
+        if any(w.kind == V.CTX_NO_GRAD for w in ev.withs()):
+            return True
+        return any(
+            isinstance(c, FuncCtx) and (c.file, c.line) in self._no_grad_functions for c in ev.ctx
+        )
+
+    @cached_property
+    def _no_grad_functions(self) -> set[tuple[str, int]]:
+        out: set[tuple[str, int]] = set()
+        for f in self.walk.functions:
+            node = f.node
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for deco in node.decorator_list:
+                target = deco.func if isinstance(deco, ast.Call) else deco
+                name = ast.unparse(target).rsplit(".", 1)[-1]
+                if name in ("no_grad", "inference_mode"):
+                    out.add((f.scope.module.label, node.lineno))
+        return out
 
     @cached_property
     def backwards(self) -> list[Event]:
@@ -604,9 +632,26 @@ class Analysis:
 
     @cached_property
     def flag_events(self) -> list[Event]:
+        """``x.require_backward_grad_sync = ...`` where ``x`` may be a DDP wrapper: the flag
+        set on the project's own module (a stand-in wrapper for single-process runs that
+        defines the attribute so the loop can set it either way) skips nothing."""
         return [
-            e for e in self.events if e.kind == "assign" and e.attr == "require_backward_grad_sync"
+            e
+            for e in self.events
+            if e.kind == "assign"
+            and e.attr == "require_backward_grad_sync"
+            and not self._own_module(e.recv)
         ]
+
+    def _own_module(self, recv: Val | None) -> bool:
+        if recv is None or recv.ref is None or recv.kind != V.MODEL:
+            return False
+        obj = self.walk.objects.get(recv.ref)
+        if obj is None or not obj.canon.startswith("local:"):
+            return False
+        info = obj.extra.get("class")
+        bases = info.external_bases() if info is not None else []
+        return not any(apis.is_ddp(b) or apis.is_fsdp(b) for b in bases)
 
     def synced_at(self, fwd: Event, i: int, win: Window) -> tuple[bool | None, str]:
         """Whether the forward ``fwd`` at micro-step ``i`` prepares a synchronising backward."""
@@ -686,6 +731,10 @@ def _eval_at(
     node: ast.expr, var: str | None, i: int, k: int, k_node: ast.expr | None
 ) -> bool | None:
     tries = [k] if k_node is None else list(PROBE_K)
+    if k_node is not None and var is not None and 0 < i % k < k - 1:
+        # a micro-step between the window's first and last: a count of 2 has none, so it
+        # says nothing about it (mapping it there would read the first micro-step instead)
+        tries = [kk for kk in tries if kk >= 3]
     results = set()
     for kk in tries:
         expr = _substitute(node, k_node, kk)

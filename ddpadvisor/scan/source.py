@@ -199,7 +199,12 @@ class SourceSet:
         if dotted in self.missing or not dotted:
             return None
         parts = dotted.split(".")
-        if parts[0] in LIBRARY_ROOTS or parts[0] in PRELOADED:
+        if parts[0] in PRELOADED or (
+            parts[0] in LIBRARY_ROOTS
+            # a single file of that name beside the script is what Python imports (the
+            # script's folder comes first on sys.path): VideoMAE's own datasets.py
+            and not (len(parts) == 1 and (self.root / f"{parts[0]}.py").is_file())
+        ):
             self.missing.add(dotted)
             return None
         module: Module | None = None

@@ -69,6 +69,7 @@ MODULE_CLASS = "module_class"
 OPTIMIZER = "optimizer"
 SCHEDULER = "scheduler"
 SCALER = "scaler"
+RNG = "rng"  # a torch.Generator of its own: seeding it leaves the global RNG as it was
 DSAMPLER = "dsampler"
 SAMPLER = "sampler"
 LOADER = "loader"

@@ -226,6 +226,10 @@ class WalkerCore:
         return frame.scope.exprs.get(name)
 
     def bind_name(self, name: str, val: Val, frame: Frame, expr: ast.expr | None) -> None:
+        if name in frame.global_names:
+            # ``global _ready`` then ``_ready = True`` inside a set-up function: the module's
+            # binding changes, and every later read of it (``def ready(): return _ready``)
+            frame = Frame(frame.scope, frame.scope.globals, frame.scope.exprs)
         frame.locals[name] = val
         if expr is not None and _simple_expr(expr, name):
             frame.exprs[name] = expr

@@ -136,6 +136,22 @@ class Expressions(WalkerCore):
                 # ``torch.bfloat16 if <the GPU supports it> else torch.float32``: one of two
                 # dtypes, not the first
                 return Val(kind="ifexp", items=(yes, no), node=self.expand(node.test, frame))
+            if (
+                yes.kind in ("class", V.FUNCTION)
+                and yes.kind == no.kind
+                and yes.const is not no.const
+                and job is None
+                and V.RANK not in test.taint
+            ):
+                # ``(AMPTrainer if cfg.AMP else PlainTrainer)(model, ...)``: two classes (or
+                # functions) the scan reads, one picked by a test it cannot decide: a site, as
+                # for an ``if`` that binds one or the other, read both ways by scan_file
+                site = (frame.scope.module.label, node.lineno, f"<{ast.unparse(node)[:60]}>")
+                if site not in self.sites:
+                    self.sites.insert(len(self.code_sites), site)
+                    self.code_sites.add(site)
+                chosen = no if site in self.flip else yes
+                return replace(chosen, taint=yes.taint | no.taint | test.taint)
             if yes.kind is not None and yes.kind == no.kind:
                 return replace(yes, taint=yes.taint | no.taint | test.taint)
             picked = yes if yes.kind is not None else no

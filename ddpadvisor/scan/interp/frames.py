@@ -168,6 +168,8 @@ class Frame:
     # A method's frame: the class that defines it and the instance it runs on (``super()``).
     owner: ClassInfo | None = None
     self_val: Val | None = None
+    # Names the function's ``global`` statements declare: bound in the module, not here.
+    global_names: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -196,11 +196,17 @@ class Statements(WalkerCore):
             return
         body = CondCtx(stmt, label, stmt.lineno, expanded, True, taint, const, job)
         before, before_exprs = dict(frame.locals), dict(frame.exprs)
+        # A method's own attributes (``self.ctx = autocast(...)`` / ``self.ctx = Null()``)
+        # are bindings of the if as much as its locals: each side starts from what held
+        # before, and both are joined after it.
+        owner = self.obj(frame.self_val) if frame.self_val is not None else None
+        attrs_before = dict(owner.attrs) if owner is not None else {}
         first = len(self.events)
         self.walk_block(stmt.body, frame, (*ctx, body))
         body_ends = _ends_branch(stmt.body)
         body_dist = _sets_up_distributed(self.events[first:])
         after_body, body_exprs = dict(frame.locals), dict(frame.exprs)
+        attrs_body = dict(owner.attrs) if owner is not None else {}
         if job is None and self.job_truth(stmt.test, frame) == branches.ALL:
             # The body chose the distributed set-up with this very test (``if n_gpus > 1:
             # mp.spawn(train)`` where ``train`` starts with ``if n_gpus > 1:
@@ -214,17 +220,21 @@ class Statements(WalkerCore):
         if stmt.orelse:
             # The else branch starts from what held before the if, not from the body's end.
             _restore(frame, before, before_exprs)
+            _set_attrs(owner, attrs_before)
             orelse = CondCtx(stmt, label, stmt.lineno, expanded, False, taint, const, job)
             mid = len(self.events)
             self.walk_block(stmt.orelse, frame, (*ctx, orelse))
             after_else, else_ends = dict(frame.locals), _ends_branch(stmt.orelse)
             else_dist = _sets_up_distributed(self.events[mid:])
+        attrs_else = dict(owner.attrs) if owner is not None and stmt.orelse else attrs_before
         if body_ends or else_ends:
             # Only one way (or none) reaches the code after the if: its bindings hold.
             if body_ends and not else_ends and not stmt.orelse:
                 _restore(frame, before, before_exprs)
+                _set_attrs(owner, attrs_before)
             elif else_ends and not body_ends:
                 _restore(frame, after_body, body_exprs)
+                _set_attrs(owner, attrs_body)
             return  # (after an else branch that holds, the frame is already its end)
         rank_switch = bool(taint & {V.RANK, V.WORLD}) or job == branches.SOME
         # The job being diagnosed runs distributed: a switch between a distributed set-up
@@ -264,6 +274,23 @@ class Statements(WalkerCore):
                 val = union([yes, no] if dist_side else [no, yes])
             frame.locals[name] = val
             frame.exprs.pop(name, None)
+        if owner is None:
+            return
+        for attr in dict.fromkeys([*attrs_body, *attrs_else]):
+            yes, no = attrs_body.get(attr), attrs_else.get(attr)
+            if yes is None or no is None or yes is no:
+                owner.attrs[attr] = yes if yes is not None else no  # type: ignore[assignment]
+                continue
+            if dist_side is None:
+                name = f"self.{attr}"
+                val = self._join(
+                    stmt, label, name, yes, no, bool(stmt.orelse), rank_switch, expanded
+                )
+            elif not stmt.orelse:
+                val = yes
+            else:
+                val = union([yes, no] if dist_side else [no, yes])
+            owner.attrs[attr] = val
 
     def _join(
         self,
@@ -640,9 +667,19 @@ class Statements(WalkerCore):
         )
         rhs = self.eval(stmt.value, frame, ctx)
         result = self.binop(stmt.op, cur, rhs, stmt.value, at=self._at(stmt, frame))
+        if (
+            isinstance(stmt.op, (ast.Add, ast.Sub))
+            and V.WORLD in rhs.taint
+            and V.WORLD not in cur.taint
+            and any(isinstance(c, LoopCtx) for c in ctx)
+        ):
+            # ``consumed += world_size`` in a loop: a position that strides over the ranks'
+            # examples (a count of what all of them read), not a value scaled by the world size
+            result = replace(result, taint=result.taint - {V.WORLD})
         op = _AUG_OPS.get(type(stmt.op), "other")
         if isinstance(stmt.target, ast.Name):
-            frame.locals[stmt.target.id] = result
+            names = frame.scope.globals if stmt.target.id in frame.global_names else frame.locals
+            names[stmt.target.id] = result
             frame.exprs.pop(stmt.target.id, None)
         elif isinstance(stmt.target, ast.Attribute):
             obj = self.obj(self.eval_pure(stmt.target.value, frame))
@@ -872,6 +909,7 @@ class Statements(WalkerCore):
             return UNKNOWN
         self.inlined[key] = count + 1
         frame = Frame(ref.scope, {}, {}, ref.closure, ref.name)
+        frame.global_names = _declared_global(fn)
         if ref.owner is not None and self_val is not None:
             frame.owner, frame.self_val = ref.owner, self_val
         self._bind_params(fn.args, args, kwargs, self_val, call_node, frame, caller, ctx)
@@ -1102,6 +1140,28 @@ def _sets_up_distributed(events: list[Event]) -> bool:
         if apis.last(e.name) == "init_process_group":
             return True
     return False
+
+
+def _declared_global(fn: ast.AST) -> frozenset[str]:
+    """Names a function's ``global`` statements make module globals (not those of functions
+    defined inside it, which have their own scope)."""
+    names: set[str] = set()
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Global):
+            names.update(node.names)
+        elif not isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+        ):
+            stack.extend(ast.iter_child_nodes(node))
+    return frozenset(names)
+
+
+def _set_attrs(owner: Obj | None, attrs: dict[str, Val]) -> None:
+    if owner is not None:
+        owner.attrs.clear()
+        owner.attrs.update(attrs)
 
 
 def _ends_branch(stmts: list[ast.stmt]) -> bool:

@@ -51,6 +51,8 @@ DATASETS = {
     "from_list",
     "from_generator",
     "from_pandas",
+    "concatenate_datasets",
+    "interleave_datasets",
 }
 TENSOR_SAME = {
     "item",

@@ -91,6 +91,10 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
             return UNKNOWN  # LightningModule plumbing, not a forward pass
         return w.forward(recv, ev)
 
+    if method in ("parse_args", "parse_known_args") and obj is not None:
+        parsed = _typed_argument_class(obj, recv, method)
+        if parsed is not None:
+            return parsed
     if kind == V.SCALER:
         if method == "scale" and a0 is not None:
             return a0.with_taint("scaled")
@@ -108,7 +112,7 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
         out = Val(kind=V.ARGS, ref=ns.ref)
         return Val(items=(out, UNKNOWN)) if method == "parse_known_args" else out
     if kind == V.DATASET and method == "shard":
-        index = ev.kwargs.get("index")
+        index = ev.kwargs.get("index", args[1] if len(args) > 1 else None)
         new = w.new_obj(V.DATASET, node, frame, canon="shard", kwargs=dict(ev.kwargs))
         new.extra["sharded"] = index is not None and V.RANK in index.taint
         return Val(kind=V.DATASET, ref=new.ref)
@@ -124,6 +128,13 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
         "train_test_split",
         "remove_columns",
         "rename_column",
+        "rename_columns",
+        "skip",
+        "take",
+        "sort",
+        "flatten",
+        "cast",
+        "cast_column",
     ):
         return recv
     if kind in (V.OPTIMIZER, V.SCHEDULER, V.TRAINER, V.LOADER, V.DSAMPLER, V.SAMPLER):
@@ -409,6 +420,28 @@ def _manual_optimization(info: ClassInfo) -> bool | None:
         for cls in info.mro()
         for node in ast.walk(cls.node)
     )
+
+
+def _typed_argument_class(obj: Obj, recv: Val, method: str) -> Val | None:
+    """``Args(...).parse_args()`` on a project class over a parser base the scan does not read
+    (typed-argument-parser's ``class Args(Tap): fp16: int = 0``): its annotated fields are
+    command-line options, so their values are defaults the run may override, not constants."""
+    info = obj.extra.get("class")
+    if not isinstance(info, ClassInfo) or info.find_method(method) is not None:
+        return None
+    if not info.external_bases():
+        return None
+    for cls in info.mro():
+        for name in cls.fields:
+            if name in obj.attrs and V.ARGDEFAULT in obj.attrs[name].taint:
+                continue
+            default = info.find_attr(name)
+            obj.attrs[name] = (
+                replace(default, taint=default.taint | {V.ARGDEFAULT})
+                if default is not None
+                else Val(taint=frozenset({V.ARGDEFAULT}))
+            )
+    return Val(items=(recv, UNKNOWN)) if method == "parse_known_args" else recv
 
 
 def _parser_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -> Val:

@@ -419,6 +419,11 @@ def data_loader(c: Call) -> Val:
     return replace(loader, taint=frozenset({V.DATA}))
 
 
+@symbol("torch.Generator")
+def generator(c: Call) -> Val:
+    return _new(c, V.RNG)
+
+
 @symbol("datasets.distributed.split_dataset_by_node", names=("split_dataset_by_node",))
 def split_by_node(c: Call) -> Val:
     return _new(c, V.DATASET, sharded=True)

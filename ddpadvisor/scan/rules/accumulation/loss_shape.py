@@ -41,6 +41,7 @@ def _token_signals(rc: RuleContext) -> list[str]:
         out.extend((m.label, a.lineno) for a in idx.attrs if a.attr == "attention_mask")
         out.extend((m.label, u.lineno) for u in idx.neg100)
         out.extend((m.label, line) for line in _masked_with_ignore_index(m))
+        out.extend((m.label, line) for line in _mask_normalised(m))
         if m is not rc.walk.sources.main:
             # A module imported for one name: only the functions the walk ran count (an
             # audio tower's padding says nothing about an image model's batches).
@@ -74,6 +75,54 @@ def _masked_with_ignore_index(m: Module) -> list[int]:
             and len(node.args) == 2
             and ast.unparse(node.args[1]) in ignored
         ):
+            lines.append(node.lineno)
+    return lines
+
+
+def _summed_name(node: ast.expr) -> str | None:
+    """``torch.sum(mask)`` / ``mask.sum()``: the summed name's text."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "sum":
+        if node.args and isinstance(func.value, ast.Name) and func.value.id in ("torch", "np"):
+            return ast.unparse(node.args[0])
+        if not node.args:
+            return ast.unparse(func.value)
+    return None
+
+
+def _mask_normalised(m: Module) -> list[int]:
+    """Lines that divide a masked sum by the mask's own sum (``sum(x * mask) / sum(mask)``): a
+    mean over the valid positions of padded sequences, whose count differs between batches."""
+    lines = []
+    for node in ast.walk(m.tree):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+            continue
+        mask = _summed_name(node.right)
+        if mask is None or not (mask.isidentifier() or mask.replace(".", "").isidentifier()):
+            continue
+        numer = node.left
+        if isinstance(numer, ast.Name):
+            # ``kl = torch.sum(kl * mask)`` on the line before, then ``kl / torch.sum(mask)``
+            name = numer.id
+            before = [
+                a
+                for a in ast.walk(m.tree)
+                if isinstance(a, ast.Assign)
+                and 0 < node.lineno - a.lineno <= 3
+                and any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+            ]
+            if before:
+                numer = max(before, key=lambda a: a.lineno).value
+        products = [
+            n
+            for n in ast.walk(numer)
+            if isinstance(n, ast.BinOp)
+            and isinstance(n.op, ast.Mult)
+            and mask in (ast.unparse(n.left), ast.unparse(n.right))
+        ]
+        if products:
             lines.append(node.lineno)
     return lines
 

@@ -79,6 +79,18 @@ def no_sync(rc: RuleContext) -> None:
                 f"{u.where}: {how} only on the micro-steps an undecided test picks, and the "
                 "accumulation count (which may be 1) is not decided; uses_no_sync not decided"
             )
+        elif (
+            (acc.k is None or acc.k_default)
+            and rc.given_number("grad_accum_steps") == 1
+            and all(_guarded(x) or _toggled(x) for x in uses)
+        ):
+            # ``model.require_backward_grad_sync = (micro_step == count - 1)`` with a count
+            # the code derives (``total // (B * T * world_size)``) and the run's evidence
+            # saying one micro-batch per step: the skipping side may never run
+            rc.warn(
+                f"{u.where}: {how} only on the micro-steps a test picks, and the run "
+                "accumulates one micro-batch per step; uses_no_sync not decided"
+            )
         else:
             rc.emit("uses_no_sync", True, u.where, f"{how} used ({u.where})")
     elif (
@@ -207,3 +219,9 @@ def _guarded(e: Event) -> bool:
         and not is_rank_cond(c)
         for c in e.ctx
     )
+
+
+def _toggled(e: Event) -> bool:
+    """``x.require_backward_grad_sync = <test>``: the sync is skipped only on the micro-steps
+    where the test fails, not on every one."""
+    return e.kind == "assign" and not (e.value is not None and e.value.known)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from ddpadvisor.scan import apis
+from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.rules.base import RuleContext
 
@@ -35,10 +36,24 @@ def _mentions_rank(node: ast.AST) -> bool:
 
 
 def _seed_calls(rc: RuleContext) -> list[Event]:
+    """Calls that seed the process's random generators (``torch.manual_seed``, a project's
+    ``set_seed``), and a ``torch.Generator``'s ``manual_seed`` where that generator feeds a
+    DataLoader (its shuffling and its workers' seeds); a generator of its own used elsewhere
+    (sampling text for a preview) leaves the training RNG as it was."""
+    fed = {
+        v.ref
+        for o in rc.a.objs(V.LOADER, V.SAMPLER, V.DSAMPLER)
+        for v in [*o.kwargs.values(), *o.args]
+        if v.kind == V.RNG
+    }
     return [
         e
         for e in rc.a.calls()
         if apis.last(e.name)
         in ("manual_seed", "seed", "set_seed", "seed_everything", "manual_seed_all")
-        and not (e.recv is not None and e.recv.kind is not None and e.recv.kind not in ("symbol",))
+        and (
+            e.recv is None
+            or e.recv.kind in (None, "symbol")
+            or (e.recv.kind == V.RNG and e.recv.ref in fed)
+        )
     ]

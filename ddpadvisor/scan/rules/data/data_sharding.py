@@ -63,8 +63,14 @@ def data_sharding(rc: RuleContext) -> None:
             )
             return
     dataset = rc.obj(loader.kwargs.get("dataset"))
-    if dataset is not None and dataset.extra.get("sharded"):
-        rc.emit(fact, True, dataset.where, "dataset split by rank before loading")
+    source = _sharded_source(rc, dataset)
+    if source is not None:
+        how = (
+            "dataset split by rank before loading"
+            if source is dataset
+            else f"dataset built on data split by rank at {source.where}"
+        )
+        rc.emit(fact, True, source.where, how)
         return
     if rc.walk.rank_slices:
         rc.emit(fact, True, rc.walk.rank_slices[0], "data sliced by rank (data[rank::world_size])")
@@ -224,6 +230,23 @@ def _seeds_per_rank(rc: RuleContext) -> bool | None:
         for e in seeds
     ):
         return False
+    return None
+
+
+def _sharded_source(rc: RuleContext, dataset: Obj | None, depth: int = 0) -> Obj | None:
+    """The dataset split by rank (``shard(index=rank)``, ``split_dataset_by_node``) that the
+    loader's dataset is, or that it was built on: a project dataset class constructed around a
+    rank-split dataset (a packing or tokenising wrapper) reads that rank's part only."""
+    if dataset is None or depth > 4:
+        return None
+    if dataset.kind != V.DATASET and not dataset.canon.startswith("local:"):
+        return None
+    if dataset.extra.get("sharded"):
+        return dataset
+    for arg in [*dataset.args, *dataset.kwargs.values()]:
+        found = _sharded_source(rc, rc.obj(arg), depth + 1)
+        if found is not None:
+            return found
     return None
 
 

@@ -6,7 +6,7 @@ import re
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.analysis import text
-from ddpadvisor.scan.context import Event, FuncCtx, LoopCtx, common_prefix
+from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx, common_prefix
 from ddpadvisor.scan.interp import FuncRef
 from ddpadvisor.scan.library.views import SCRIPT, Warmup
 from ddpadvisor.scan.rules.base import RuleContext, function_constants, num
@@ -430,7 +430,19 @@ def _sched_ratio(rc: RuleContext) -> None:
     if acc.style == "modulo" and acc.k_default and (acc.k or 0) < 2:
         _sched_ratio_by_structure(rc, s, sched)
         return
-    runs = [a.runs_at(s, i, win) for i in win.indices]
+    # every step of this scheduler in the window counts (one beside optimizer.step() and
+    # another on the micro-batches that skip it step it twice as often as either alone)
+    same = [
+        e
+        for e in steps
+        if a.in_window(e, win)
+        and (e is s or (e.recv is not None and s.recv is not None and e.recv.ref == s.recv.ref))
+    ]
+    runs = [
+        a.runs_at(e, i, win, guarded=_guarded_with_step(e, acc.step, win.var))
+        for e in same
+        for i in win.indices
+    ]
     step_runs = (
         [a.runs_at(acc.step, i, win) for i in win.indices] if a.in_window(acc.step, win) else None
     )
@@ -447,6 +459,18 @@ def _sched_ratio(rc: RuleContext) -> None:
         return
     ratio = n_sched_window / n_opt
     if acc.k is None and ratio > 1.05:
+        given = rc.given_number("grad_accum_steps")
+        if given is not None and acc.k_node is not None and abs(ratio - win.k) < 0.05:
+            # stepped on every micro-batch of a window whose count the code leaves open (an
+            # option, a derived value): k per optimizer step, k as the run gives it
+            rc.emit(
+                "scheduler_steps_per_optimizer_step",
+                float(given),
+                s.where,
+                f"scheduler.step() on every micro-batch ({s.where}), {given:g} per optimizer "
+                "step as the run accumulates",
+            )
+            return
         rc.warn(f"{s.where}: scheduler stepped on every micro-batch; accumulation count unknown")
         return
     if ratio > 1.05 and acc.k_default:
@@ -466,6 +490,21 @@ def _sched_ratio(rc: RuleContext) -> None:
             "scheduler stepped once per optimizer step",
         )
     _total_steps(rc, sched)
+
+
+def _guarded_with_step(e: Event, step: Event, var: str | None) -> bool:
+    """Every undecided ``if`` around ``e`` that does not test the micro-step also holds
+    around optimizer.step() (``if not layer_wise: optimizer.step(); scheduler.step()``): in
+    the configuration where the optimizer steps there, so does the scheduler."""
+    from ddpadvisor.scan.evaluate import free_names
+
+    around_step = {id(c) for c in step.ctx}
+    for c in e.ctx:
+        if not isinstance(c, CondCtx) or c.const is not None or id(c) in around_step:
+            continue
+        if var is None or var not in free_names(c.test):
+            return False
+    return True
 
 
 def _sched_ratio_by_structure(rc: RuleContext, s: Event, sched: Obj | None) -> None:

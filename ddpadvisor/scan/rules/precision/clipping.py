@@ -35,6 +35,42 @@ def _clip_threshold(e: Event) -> Val | None:
     return None
 
 
+_THRESHOLD_PARAMS = ("clip", "max_norm", "threshold", "max_value")
+
+
+def _project_threshold(rc: RuleContext, e: Event) -> Val | None:
+    """What a clip-named function of the project's own gets as its threshold: the argument
+    bound to its parameter named for one (``def clip_grad_value_(parameters, clip_value)``
+    called with None clips nothing and only measures the norm)."""
+    if not e.name.startswith("local:") or not _clip_named(e):
+        return None
+    name = apis.last(e.name.removeprefix("local:"))
+    defs = [
+        f.node
+        for f in rc.walk.functions
+        if f.name == name and isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    if len({ast.dump(d.args) for d in defs}) != 1:
+        return None
+    args = defs[0].args
+    params = [*args.posonlyargs, *args.args]
+    if params and params[0].arg in ("self", "cls"):
+        params = params[1:]
+    defaults = dict(zip([p.arg for p in params][len(params) - len(args.defaults) :], args.defaults))
+    for i, p in enumerate(params):
+        if not any(k in p.arg.lower() for k in _THRESHOLD_PARAMS):
+            continue
+        if i < len(e.args):
+            return e.args[i]
+        if p.arg in e.kwargs:
+            return e.kwargs[p.arg]
+        default = defaults.get(p.arg)
+        if isinstance(default, ast.Constant):
+            return Val(const=default.value)
+        return None
+    return None
+
+
 def _clip_events(rc: RuleContext) -> list[Event]:
     """Calls that clip: named for it, or a call into code the scan does not read that gets a
     clipping threshold (``loss_scaler(loss, opt, clip_grad=args.clip_grad)``); a threshold
@@ -42,6 +78,8 @@ def _clip_events(rc: RuleContext) -> list[Event]:
     out = []
     for e in rc.a.calls():
         threshold = _clip_threshold(e)
+        if threshold is None:
+            threshold = _project_threshold(rc, e)
         if (
             threshold is not None
             and threshold.known
@@ -121,6 +159,8 @@ def clipping(rc: RuleContext) -> None:
             rc.warn(f"{clip.where}: clipping runs only when {text(c.test)}; not decided")
             return
     threshold = _clip_threshold(clip)
+    if threshold is None:
+        threshold = _project_threshold(rc, clip)
     if threshold is not None and V.ARGDEFAULT in threshold.taint and threshold.known:
         on = threshold.const is not None and threshold.const is not False and threshold.const != 0
         rc.cli_default("uses_grad_clipping", on, clip.where)
@@ -153,8 +193,17 @@ def _unscale(rc: RuleContext, clips: list[Event]) -> None:
     picked by a test the scan cannot decide (one with a scaler that unscales first, one
     without a scaler) are alternatives, and when their clips say different things the fact
     is not decided."""
-    verdicts = [v for v in (_unscale_at(rc, c) for c in clips) if v is not None]
+    pairs = [(c, v) for c in clips if (v := _unscale_at(rc, c)) is not None]
+    verdicts = [v for _, v in pairs]
     if not verdicts:
+        return
+    scaled = [c for c, v in pairs if not v[0]]
+    unscaled = [c for c, v in pairs if v[0]]
+    if scaled and unscaled and not any(_opposite_paths(x, y) for x in scaled for y in unscaled):
+        # both clips run in the same step (a GAN's two models): the one on gradients still
+        # scaled is a clip before unscale, whatever the other does
+        value, where, detail = next(v for _, v in pairs if not v[0])
+        rc.emit("unscale_before_clip", value, where, detail)
         return
     if len({v[0] for v in verdicts}) > 1:
         yes = next(v for v in verdicts if v[0])
@@ -192,7 +241,11 @@ def _unscale_at(rc: RuleContext, clip: Event) -> tuple[bool, str, str] | None:
         and V.ARGDEFAULT not in enabled.taint
     ):
         return None
-    unscales = [e for e in a.calls("unscale_") if e.seq < clip.seq and not _opposite_paths(e, clip)]
+    unscales = [
+        e
+        for e in a.calls("unscale_")
+        if e.seq < clip.seq and not _opposite_paths(e, clip) and not _other_model(rc, e, clip)
+    ]
     if unscales:
         return True, unscales[-1].where, "scaler.unscale_() before clipping"
     return (
@@ -200,6 +253,27 @@ def _unscale_at(rc: RuleContext, clip: Event) -> tuple[bool, str, str] | None:
         clip.where,
         f"clip_grad_norm_ on scaled gradients: no scaler.unscale_() before it ({clip.where})",
     )
+
+
+def _model_of(rc: RuleContext, val: Val | None) -> int | None:
+    """The model whose parameters ``val`` holds (a wrapper stands for the model it wraps)."""
+    if val is None or val.kind != V.PARAMS or val.ref is None:
+        return None
+    obj = rc.obj(val)
+    if obj is not None and obj.wraps is not None:
+        return obj.wraps
+    return val.ref
+
+
+def _other_model(rc: RuleContext, unscale: Event, clip: Event) -> bool:
+    """``scaler.unscale_(opt_d)`` then a clip of another model's parameters (a GAN's
+    generator after its discriminator): that unscale_ left the clipped gradients scaled."""
+    opt = rc.obj(unscale.args[0]) if unscale.args else None
+    if opt is None or not clip.args:
+        return False
+    held = opt.kwargs.get("params") or (opt.args[0] if opt.args else None)
+    mine, clipped = _model_of(rc, held), _model_of(rc, clip.args[0])
+    return mine is not None and clipped is not None and mine != clipped
 
 
 def _opposite_paths(a: Event, b: Event) -> bool:

@@ -145,6 +145,18 @@ def precision(rc: RuleContext) -> None:
         )
         _scaler(rc, None)
         return
+    built = _trained_models(rc)
+    if built and all(o.canon == "unknown-model" for o in built):
+        # ``model = MODELS.__dict__[args.model](args)`` from code the scan does not read, seen
+        # first at its DDP wrap: its builder may set a half default dtype or cast its layers
+        # (a frozen fp16 base with fp32 adapters), which no autocast would show
+        o = built[0]
+        rc.warn(
+            f"{o.where}: the trained model is built where the scan does not read; "
+            "no autocast seen, but precision not decided"
+        )
+        _scaler(rc, None)
+        return
     if low and casts[-1][0] in ("fp16", "bf16") and uses_lora:
         # the base weights in half precision, the adapters as the adapter library makes them
         # (often fp32), and no autocast or framework says more: not fp32, nor pure half
