@@ -262,6 +262,12 @@ class Agent:
         self.primary_id = 0  # id() of the counted optimizer (its weakref may be dead)
         self.primary_sig: tuple[int, int] = (0, 0)  # its parameters: how many, how many numbers
         self.retired: set[int] = set()  # optimizers a new phase took the count from
+        # _ddps_of and _param_signature, read once per optimizer (keyed by the object: an id
+        # may come back for the next epoch's optimizer)
+        self.opt_ddps: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[int]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.opt_sigs: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
         self.over_ddp: dict[int, bool] = {}  # optimizer id -> it holds DDP-wrapped parameters
         self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.scaled_map: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -556,16 +562,28 @@ class Agent:
             self.primary_before_wrap = not self.ddps and not self.ds_info
             self.primary_ddps = self._ddps_of(opt)
             self.primary_id = id(opt)
-            self.primary_sig = _param_signature(opt)
+            self.primary_sig = self._signature(opt)
             self.cfg(f"opt{id(opt)}", _optimizer_record(opt))
         if current is opt:
             self.takeover = (0, 0)
         return self.primary is not None and self.primary() is opt
 
     def _ddps_of(self, opt: Any) -> frozenset[int]:
-        """The DDP wrappers whose reducer holds parameters ``opt`` steps."""
-        ids = {id(p) for g in opt.param_groups for p in g["params"]}
-        return frozenset(k for k, info in self.ddp_info.items() if ids & info["reducer"])
+        """The DDP wrappers whose reducer holds parameters ``opt`` steps (read once per
+        optimizer and wrapper count: another optimizer's every step asks)."""
+        wrappers = len(self.ddp_info)
+        known = self.opt_ddps.get(opt)
+        if known is None or known[0] != wrappers:
+            ids = {id(p) for g in opt.param_groups for p in g["params"]}
+            found = frozenset(k for k, info in self.ddp_info.items() if ids & info["reducer"])
+            known = self.opt_ddps[opt] = (wrappers, found)
+        return known[1]
+
+    def _signature(self, opt: Any) -> tuple[int, int]:
+        known = self.opt_sigs.get(opt)
+        if known is None:
+            known = self.opt_sigs[opt] = _param_signature(opt)
+        return known
 
     def _next_phase(self, opt: Any, current: Any) -> bool:
         """Training moved on to another DDP model with an optimizer of its own (a teacher
@@ -579,7 +597,7 @@ class Agent:
         mine = self._ddps_of(opt)
         if not mine or mine <= self.primary_ddps:
             return False
-        if _param_signature(opt) == self.primary_sig:
+        if self._signature(opt) == self.primary_sig:
             # the same model built again (a job that rebuilds model, optimizer and scheduler
             # each epoch and resumes them from its checkpoint): the same training goes on
             return False
@@ -613,7 +631,7 @@ class Agent:
         self.primary_before_wrap = False
         self.primary_ddps = self._ddps_of(opt)
         self.primary_id = id(opt)
-        self.primary_sig = _param_signature(opt)
+        self.primary_sig = self._signature(opt)
         self.takeover = (0, 0)
         if why == "phase":
             self.first_checked = False
