@@ -128,9 +128,9 @@ _RANDOM_HEADS = ("torch", "np", "numpy", "random")
 def _draws_in_model_forward(rc: RuleContext) -> str | None:
     """Where the forward of a trained project model (or a project function it calls, one
     level down) draws uniform or integer random numbers."""
-    functions: dict[str, list[ast.AST]] = {}
+    functions: dict[str, list[FuncRef]] = {}
     for f in rc.walk.functions:
-        functions.setdefault(f.name, []).append(f.node)
+        functions.setdefault(f.name, []).append(f)
     seen: set[int] = set()
     for o in rc.a.objs(V.MODEL):
         info = rc._class_of(o)
@@ -154,10 +154,6 @@ def _draws_in_model_forward(rc: RuleContext) -> str | None:
                 if last in _INDEX_DRAWS and name.split(".")[0] in _RANDOM_HEADS:
                     return f"{label}:{sub.lineno}"
                 if depth < 1:
-                    for node in functions.get(last, []):
-                        where = next(
-                            (f.scope.module.label for f in rc.walk.functions if f.node is node),
-                            label,
-                        )
-                        todo.append((node, where, depth + 1))
+                    for f in functions.get(last, []):
+                        todo.append((f.node, f.scope.module.label, depth + 1))
     return None
