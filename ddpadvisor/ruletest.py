@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddpadvisor.engine.diagnose import Engine, resolve
-from ddpadvisor.engine.infer import log_weights, posterior, rank_of
+from ddpadvisor.engine.infer import log_weights, posterior, public_log_weights, rank_of
 from ddpadvisor.i18n import Lang, untranslated
 from ddpadvisor.kb.model import Origin
 from ddpadvisor.kb.schema import RuleTest
@@ -58,7 +58,7 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
             obs.append(Observation(fact=fid, value=value, source="answer", where=str(origin)))
     # The same observed classes as a diagnosis (implied facts included), without explaining.
     observed = engine.observed_classes(engine.with_implied(resolve(obs).winners))
-    logw = log_weights(model, observed, extra)
+    logw = public_log_weights(model, log_weights(model, observed, extra))
     index = engine.cause_index
 
     def name(c: str) -> str:
@@ -70,7 +70,7 @@ def run_test(engine: Engine, test: RuleTest, origin: Origin) -> Outcome:
     ascending = sorted(logw) if lookups > 2 else None
 
     def pos(c: str) -> int:
-        return rank_of(model.causes, logw, index[name(c)], ascending)
+        return rank_of(model.public_causes, logw, index[name(c)], ascending)
 
     def show_top() -> str:
         post = posterior(model, observed, extra)

@@ -41,7 +41,7 @@ from ddpadvisor.kb.schema import CHECKED, Cause, Claim, Fact, Fix, Mechanism, Ru
 # Bumped whenever compiling a KB gives other tables for the same files (4: the catch-all's
 # symptom rows mix in a typical catalogued cause; 5: the header holds the SHA-256 of the
 # entry lines), so a warm cache is not read as current.
-FORMAT = 7
+FORMAT = 8
 KINDS: dict[str, type[BaseModel]] = {
     "facts": Fact,
     "mechanisms": Mechanism,
@@ -345,6 +345,7 @@ def _dump(kb: KnowledgeBase, model: CompiledModel, racy: dict[str, str]) -> byte
             "display": sorted(model.display),
             "symptoms": sorted(model.symptoms),
             "configuration": sorted(model.configuration),
+            "parent": model.parent,
             "facts": facts,
         },
     }
@@ -439,6 +440,10 @@ def _check(doc: Any, body: bytes) -> None:
         raise Damaged("bad display causes or symptom facts")
     if not _strings(m.get("configuration")):
         raise Damaged("bad configuration facts")
+    parent = m.get("parent")
+    public = len(entries["causes"]["ids"]) + 1
+    if not _ints(parent, public) or (parent and (len(parent) != n or parent[-1] != public - 1)):
+        raise Damaged("bad cause modes")
     facts = m.get("facts")
     if not isinstance(facts, dict):
         raise Damaged("no fact tables")
@@ -545,6 +550,8 @@ def _restore(data: bytes) -> tuple[KnowledgeBase, CompiledModel, list[str]]:
         display=frozenset(m["display"]),
         symptoms=frozenset(m["symptoms"]),
         configuration=frozenset(m["configuration"]),
+        parent=m["parent"],
+        public=[*doc["entries"]["causes"]["ids"], CATCH_ALL] if m["parent"] else [],
     )
     model.__dict__["_row_groups"] = groups
     model.__dict__["gate_groups"] = [(facts, members) for facts, members in m["gates"]]

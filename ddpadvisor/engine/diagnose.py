@@ -116,7 +116,8 @@ class Engine:
     def __init__(self, kb: KnowledgeBase, model: CompiledModel | None = None):
         self.kb = kb
         self.model = model or load_model(kb)
-        self.cause_index = {c: i for i, c in enumerate(self.model.causes)}
+        # named causes (modes merged), as the posterior ranks them
+        self.cause_index = {c: i for i, c in enumerate(self.model.public_causes)}
         self._linked: dict[str, set[str]] = {}
 
     def linked_facts(self, cause: str) -> set[str]:
@@ -124,9 +125,13 @@ class Engine:
         asked: a claim names a few causes of what may be thousands."""
         got = self._linked.get(cause)
         if got is None:
-            ci = self.cause_index.get(cause)
-            facts = self.model.facts.items()
-            got = {fid for fid, t in facts if ci in t.likelihood} if ci is not None else set()
+            pi = self.cause_index.get(cause)
+            members = self.model.members[pi] if pi is not None else []
+            got = {
+                fid
+                for fid, t in self.model.facts.items()
+                if any(ci in t.likelihood for ci in members)
+            }
             self._linked[cause] = got
         return got
 
@@ -163,10 +168,11 @@ class Engine:
         proportion to how far its score stands out among the causes (kb/levels.py)."""
         out: dict[int, list[Contribution]] = {}
         for r in resemblance:
-            ci = self.cause_index.get(r.cause)
+            pi = self.cause_index.get(r.cause)
             lr = log_lr(r)
-            if ci is not None and lr > 0:
-                out.setdefault(ci, []).append(Contribution(DESCRIPTION, "resembles", lr, ()))
+            if pi is not None and lr > 0:
+                for ci in self.model.members[pi]:
+                    out.setdefault(ci, []).append(Contribution(DESCRIPTION, "resembles", lr, ()))
         return out
 
     def with_implied(self, winners: dict[str, Observation]) -> dict[str, Observation]:
@@ -205,12 +211,13 @@ class Engine:
             lr = VERIFY_LR.get(outcome)
             if lr is None:
                 continue
-            for ci, cid in enumerate(self.model.causes):
+            for pi, cid in enumerate(self.model.public_causes):
                 cause = self.kb.causes.get(cid)
                 if cause is not None and fix_id in cause.fixes:
-                    out.setdefault(ci, []).append(
-                        Contribution(f"verified.{fix_id}", outcome, math.log(lr), ())
-                    )
+                    for ci in self.model.members[pi]:
+                        out.setdefault(ci, []).append(
+                            Contribution(f"verified.{fix_id}", outcome, math.log(lr), ())
+                        )
         return out
 
     def steps(
@@ -225,7 +232,7 @@ class Engine:
         return next_steps(
             self.kb,
             self.model,
-            post,
+            post.compiled(),
             winners,
             declined=declined,
             gpu_available=gpu_available,
@@ -334,7 +341,7 @@ class Engine:
         # Only a rank below CLAIM_RANKS decides anything: rank the leaders, not every cause.
         leaders = post.ranking()[:CLAIM_RANKS]
         rank_of = {post.causes[i]: r for r, i in enumerate(leaders)}
-        priors = self.model.priors
+        priors = self.model.public_priors
         total_prior = sum(priors)
 
         def prior_share(cause: str) -> float:

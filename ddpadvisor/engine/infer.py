@@ -34,6 +34,15 @@ class Posterior:
     _entropy: float | None = field(default=None, repr=False)
     _plogp: list[float] | None = field(default=None, repr=False)
     _ranking: list[int] | None = field(default=None, repr=False)
+    # Where causes have modes: the posterior over the compiled entries (one per mode), which
+    # the likelihood tables index (next-step gains use it), and each named cause's leading
+    # mode (its index in ``inner``), whose evidence ``contributions`` and ``held`` give.
+    inner: Posterior | None = None
+    leading: dict[int, int] = field(default_factory=dict)
+
+    def compiled(self) -> Posterior:
+        """The posterior the likelihood tables index: ``inner`` where causes have modes."""
+        return self.inner or self
 
     def ranking(self) -> list[int]:
         """Cause indices by probability, highest first, ties by name."""
@@ -307,7 +316,53 @@ def posterior(
     ws = [math.exp(x - top) for x in logw]
     total = sum(ws)
     explained = Explanation(model, observed, extra)
-    return Posterior(model.causes, [w / total for w in ws], logw, explained, held)
+    inner = Posterior(model.causes, [w / total for w in ws], logw, explained, held)
+    if not model.parent:
+        return inner
+    # A cause with modes is the sum of its modes (a mixture): its evidence is its likeliest
+    # mode's, and it is held back only when that mode is.
+    leading = {pi: max(m, key=logw.__getitem__) for pi, m in enumerate(model.members)}
+    return Posterior(
+        model.public,
+        [sum(inner.probs[ci] for ci in m) for m in model.members],
+        public_log_weights(model, logw),
+        _Leading(explained, leading),
+        {pi: held[ci] for pi, ci in leading.items() if ci in held},
+        inner=inner,
+        leading=leading,
+    )
+
+
+def public_log_weights(model: CompiledModel, logw: list[float]) -> list[float]:
+    """Log weights of the named causes: each the log-sum-exp of its modes' (unchanged where
+    no cause has modes)."""
+    if not model.parent:
+        return logw
+    out = []
+    for m in model.members:
+        if len(m) == 1:
+            out.append(logw[m[0]])
+            continue
+        top = max(logw[ci] for ci in m)
+        out.append(top + math.log(sum(math.exp(logw[ci] - top) for ci in m)))
+    return out
+
+
+class _Leading(Mapping[int, list[Contribution]]):
+    """A named cause's contributions: its leading mode's."""
+
+    def __init__(self, inner: Mapping[int, list[Contribution]], leading: dict[int, int]):
+        self._inner = inner
+        self._leading = leading
+
+    def __getitem__(self, pi: int) -> list[Contribution]:
+        return self._inner[self._leading[pi]]
+
+    def __iter__(self) -> Iterator[int]:
+        return (pi for pi, ci in self._leading.items() if ci in self._inner)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _entropy(ps: list[float]) -> float:

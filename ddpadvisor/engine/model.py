@@ -103,10 +103,41 @@ class CompiledModel:
     # apart from the ``setup`` above: a class of one that healthy jobs often show is a
     # precondition of its causes, not evidence of a slip (``infer.COMMON_IN_HEALTHY``).
     configuration: frozenset[str] = frozenset()
+    # Causes with modes (``Cause.modes``): ``causes`` above holds one entry per mode (named
+    # ``cause#mode``), ``public`` the causes a diagnosis names, and ``parent`` maps each entry
+    # of ``causes`` to its index in ``public``. Both empty when no cause has modes (then the
+    # two lists are the same).
+    parent: list[int] = field(default_factory=list)
+    public: list[str] = field(default_factory=list)
 
     @property
     def catch_all(self) -> int:
         return len(self.causes) - 1
+
+    @property
+    def public_causes(self) -> list[str]:
+        """The causes a diagnosis names (the KB's, then the catch-all), modes merged."""
+        return self.public or self.causes
+
+    @cached_property
+    def public_priors(self) -> list[float]:
+        """Each named cause's prior: the sum of its modes'."""
+        if not self.parent:
+            return self.priors
+        out = [0.0] * len(self.public)
+        for ci, pi in enumerate(self.parent):
+            out[pi] += self.priors[ci]
+        return out
+
+    @cached_property
+    def members(self) -> list[list[int]]:
+        """Named cause index -> its entries in ``causes`` (one per mode, or itself)."""
+        if not self.parent:
+            return [[i] for i in range(len(self.causes))]
+        out: list[list[int]] = [[] for _ in self.public]
+        for ci, pi in enumerate(self.parent):
+            out[pi].append(ci)
+        return out
 
     @cached_property
     def log_priors(self) -> list[float]:
@@ -223,10 +254,40 @@ def no_fault_distribution(fact: Fact, labels: list[str]) -> list[float]:
     return [d / total for d in dist]
 
 
+def mode_name(cause: str, mode: str) -> str:
+    """The compiled (internal) name of one mode of a cause; never shown."""
+    return f"{cause}#{mode}"
+
+
 def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
-    cause_ids = list(kb.causes)
+    # A cause with modes compiles to one internal cause per mode (its prior split by the
+    # modes' shares); the posterior sums them back (``infer.posterior``).
+    cause_ids: list[str] = []
+    nodes: list[tuple[str, str | None]] = []  # (cause node, mode node) per internal cause
+    priors: list[float] = []
+    parent: list[int] = []
+    for pi, cid in enumerate(kb.causes):
+        prior = levels.prior(kb.causes[cid].prior)
+        node = f"cause:{cid}"
+        modes = [
+            m
+            for m in (graph.successors(node) if node in graph else ())
+            if graph.edges[node, m].get("kind") == "mode"
+        ]
+        total = sum(float(graph.nodes[m]["share"]) for m in modes)
+        for m in modes or [None]:
+            if m is None:
+                cause_ids.append(cid)
+                priors.append(prior)
+            else:
+                cause_ids.append(mode_name(cid, m.rsplit("/", 1)[1]))
+                priors.append(prior * float(graph.nodes[m]["share"]) / total)
+            nodes.append((node, m))
+            parent.append(pi)
     causes = [*cause_ids, CATCH_ALL]
-    priors = [levels.prior(kb.causes[c].prior) for c in cause_ids] + [levels.CATCH_ALL_PRIOR]
+    priors.append(levels.CATCH_ALL_PRIOR)
+    parent.append(len(kb.causes))
+    moded = len(cause_ids) != len(kb.causes)
     tables: dict[str, FactTable] = {}
     for fact in kb.facts.values():
         labels = classes(fact)
@@ -239,11 +300,10 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
         )
 
     gates: dict[int, list[str]] = {}
-    for ci, cause in enumerate(cause_ids):
-        node = f"cause:{cause}"
+    for ci, (node, mnode) in enumerate(nodes):
         if node not in graph:
             continue
-        # Gather every path to every finding.
+        # Gather every path to every finding: the cause's own, then its mode's.
         by_fact: dict[str, list[tuple[Path, set[int]]]] = {}
         for succ in graph.successors(node):
             edge = graph.edges[node, succ]
@@ -257,6 +317,9 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
                         continue
                     scaled = {"q": q1 * e2.get("q", 0.0)}
                     _add_path(graph, tables, by_fact, fnode, succ.split(":", 1)[1], scaled)
+        if mnode is not None:
+            for succ in graph.successors(mnode):
+                _add_path(graph, tables, by_fact, succ, None, graph.edges[mnode, succ])
         for fact_id, paths in by_fact.items():
             table = tables[fact_id]
             if kb.facts[fact_id].context and fact_id not in gates.get(ci, []):
@@ -312,7 +375,10 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
         table.paths[other] = []
     measured = frozenset(f.id for f in kb.facts.values() if "asked" not in f.sources)
     setup = frozenset(f.id for f in kb.facts.values() if f.context and not f.no_fault)
-    display = frozenset(i for i, c in enumerate(cause_ids) if kb.causes[c].changes == "display")
+    cid_of = list(kb.causes)
+    display = frozenset(
+        i for i, pi in enumerate(parent[:-1]) if kb.causes[cid_of[pi]].changes == "display"
+    )
     symptoms = frozenset(
         f.id for f in kb.facts.values() if "script" not in f.sources and f.id not in setup
     )
@@ -331,6 +397,8 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
         display=display,
         symptoms=symptoms,
         configuration=configuration,
+        parent=parent if moded else [],
+        public=[*kb.causes, CATCH_ALL] if moded else [],
     )
 
 

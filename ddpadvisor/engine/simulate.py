@@ -27,7 +27,8 @@ class Session:
 
 def true_answers(engine: Engine, cause: str) -> dict[str, str]:
     model = engine.model
-    ci = model.causes.index(cause)
+    # a cause with modes answers as its likeliest mode a priori
+    ci = max(model.members[model.public_causes.index(cause)], key=model.priors.__getitem__)
     answers = {}
     for fid, table in model.facts.items():
         dist = table.likelihood.get(ci, table.healthy)
@@ -69,7 +70,7 @@ def simulate(engine: Engine, cause: str, max_questions: int = 25) -> Session:
             settled_at = n
         if settled_at is not None or n == max_questions:
             break
-        asks = [st for st in next_steps(kb, model, post, winners) if st.kind == "ask"]
+        asks = [st for st in next_steps(kb, model, post.compiled(), winners) if st.kind == "ask"]
         if not asks:
             break
         best = asks[0].facts[0]

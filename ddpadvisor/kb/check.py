@@ -105,6 +105,8 @@ def check_references(kb: KnowledgeBase) -> None:
 
     for cause in kb.causes.values():
         check_links("causes", cause.id, cause.evidence, allow_p=True)
+        for mode in cause.modes:
+            check_links("causes", f"{cause.id}/{mode.id}", mode.evidence, allow_p=True)
         for via in cause.via:
             if via.mechanism not in kb.mechanisms:
                 problem(

@@ -29,6 +29,11 @@ def finding_id(link: Link) -> str:
     return f"finding:{link.fact} {pred}"
 
 
+def mode_node(cause: str, mode: str) -> str:
+    """The graph node of one mode of a cause (its evidence hangs from it)."""
+    return f"mode:{cause}/{mode}"
+
+
 def build_graph(kb: KnowledgeBase) -> nx.DiGraph:
     g = nx.DiGraph()
     for fact in kb.facts.values():
@@ -67,6 +72,11 @@ def build_graph(kb: KnowledgeBase) -> nx.DiGraph:
                 node, f"mechanism:{via.mechanism}", kind="via", q=levels.strength(via.strength)
             )
         add_links(node, cause.evidence)
+        for mode in cause.modes:
+            mnode = mode_node(cause.id, mode.id)
+            g.add_node(mnode, kind="mode", label=mode.title, share=mode.share)
+            g.add_edge(node, mnode, kind="mode")
+            add_links(mnode, mode.evidence)
         for fix_id in cause.fixes:
             g.add_node(
                 f"fix:{fix_id}",
@@ -90,6 +100,7 @@ def to_dot(g: nx.DiGraph) -> str:
     """A Graphviz DOT rendering without needing pydot."""
     shapes = {
         "cause": "box",
+        "mode": "box",
         "mechanism": "ellipse",
         "finding": "note",
         "fact": "plaintext",
@@ -103,7 +114,7 @@ def to_dot(g: nx.DiGraph) -> str:
     lines = ["digraph ddpadvisor {", "  rankdir=LR;"]
     for node, data in g.nodes(data=True):
         kind = data.get("kind", "")
-        label = node if kind in ("cause", "mechanism", "fix") else data.get("label", node)
+        label = node if kind in ("cause", "mode", "mechanism", "fix") else data.get("label", node)
         lines.append(f"  {q(node)} [shape={shapes.get(kind, 'box')}, label={q(label)}];")
     for a, b, data in g.edges(data=True):
         w = data.get("q", data.get("p"))

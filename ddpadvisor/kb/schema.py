@@ -343,6 +343,24 @@ class Mechanism(_Translatable):
     override: Override | None = None
 
 
+class CauseMode(_Translatable):
+    """One of the ways a cause goes wrong that exclude each other (a scheduler stepped on every
+    micro-batch, or its total counted over the whole dataset): each mode adds its own evidence
+    links to the cause's, and the cause's probability is the sum over its modes, so a finding
+    only one mode predicts does not count against the cause when another mode fits."""
+
+    TRANSLATED = ("title",)
+
+    id: str = Field(pattern=NODE_ID)
+    title: str = Field(description="What happens in this mode, shown beside the cause.")
+    share: float = Field(
+        gt=0,
+        le=1,
+        description="This mode's share of the cause's prior (a cause's shares are normalised).",
+    )
+    evidence: list[Link] = Field(min_length=1)
+
+
 class Cause(_Translatable):
     TRANSLATED = ("title", "mechanism")
 
@@ -371,7 +389,21 @@ class Cause(_Translatable):
         "symptom someone saw; until such a symptom is reported it stays below the causes that "
         "change training and the catch-all.",
     )
+    modes: list[CauseMode] = Field(
+        [],
+        description="Ways of going wrong that exclude each other, at least two: the cause's "
+        "own links hold in every mode, each mode adds its own (see CauseMode).",
+    )
     override: Override | None = None
+
+    @model_validator(mode="after")
+    def _modes_distinct(self) -> Cause:
+        ids = [m.id for m in self.modes]
+        if len(ids) == 1:
+            raise ValueError("modes: a cause with modes has at least two")
+        if len(set(ids)) != len(ids):
+            raise ValueError("modes: two modes share an id")
+        return self
 
 
 class Claim(_Translatable):

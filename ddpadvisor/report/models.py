@@ -42,6 +42,11 @@ class FixOut(BaseModel):
     cost: str
 
 
+class ModeOut(BaseModel):
+    id: str
+    title: str
+
+
 class CauseOut(BaseModel):
     id: str
     title: str
@@ -60,6 +65,11 @@ class CauseOut(BaseModel):
         "is held below the catch-all), or, for a cause that changes only a displayed number, "
         "the symptoms someone would report (until one is, it is held below the training "
         "faults the evidence prefers to the catch-all)",
+    )
+    mode: ModeOut | None = Field(
+        None,
+        description="For a cause that goes wrong in one of several ways (its modes), the way "
+        "the evidence fits best; the evidence listed is that mode's",
     )
     fixes: list[FixOut]
     references: list[str]

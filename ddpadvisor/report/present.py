@@ -29,6 +29,7 @@ from ddpadvisor.report.models import (
     FactOut,
     FixOut,
     KBInfo,
+    ModeOut,
     NextStep,
     QuestionOut,
     ResemblanceOut,
@@ -372,6 +373,11 @@ def cause_out(
                 cost=fix.cost,
             )
         )
+    mode = None
+    if i in post.leading and cause.modes:
+        mid = engine.model.causes[post.leading[i]].rsplit("#", 1)[1]
+        m = next(m for m in cause.modes if m.id == mid)
+        mode = ModeOut(id=m.id, title=text(m, "title", lang))
     return CauseOut(
         id=cid,
         title=text(cause, "title", lang),
@@ -382,6 +388,7 @@ def cause_out(
         mechanism=text(cause, "mechanism", lang).strip(),
         evidence=evidence,
         waits_on=post.held.get(i, []),
+        mode=mode,
         fixes=fixes,
         references=[r.url for r in cause.references],
     )
