@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ddpadvisor.engine.infer import Contribution, Posterior, posterior
 from ddpadvisor.engine.model import CATCH_ALL, CompiledModel, load_model, no_fault_distribution
@@ -18,6 +20,9 @@ from ddpadvisor.kb.model import KnowledgeBase
 from ddpadvisor.kb.resemblance import Resemblance, log_lr
 from ddpadvisor.kb.values import ValueProblem, classify, condition_holds, parse_value
 from ddpadvisor.observation import PRECEDENCE, Observation
+
+if TYPE_CHECKING:
+    from ddpadvisor.kb.schema import Fact
 
 SETTLED = 0.85  # stop asking once the top cause has this posterior
 # Below this posterior a leading catalogued cause is a best guess, not a diagnosis: the
@@ -70,6 +75,32 @@ def resolve(observations: Iterable[Observation]) -> Resolved:
 
 def _show(v: object) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def derive(fact: Fact, kb: KnowledgeBase, known: Mapping[str, Observation]) -> Observation | None:
+    """The value of a ``derived_from`` fact on the known observations: false as soon as one
+    condition is known not to hold, true once all hold, None while any is unknown. It counts
+    as seen by the least trusted source among the observations that decide it."""
+    decided: list[Observation] = []
+    for cond in fact.derived_from:
+        obs = known.get(cond.fact)
+        spec = kb.facts.get(cond.fact)
+        if obs is None or spec is None:
+            continue
+        if not condition_holds(spec, cond, obs.value):
+            return _derived(fact, False, [obs])
+        decided.append(obs)
+    if len(decided) < len(fact.derived_from):
+        return None
+    return _derived(fact, True, decided)
+
+
+def _derived(fact: Fact, value: bool, parts: list[Observation]) -> Observation:
+    weakest = min(parts, key=lambda o: PRECEDENCE[o.source])
+    said = " and ".join(f"{o.fact} = {_show(o.value)}" for o in parts)
+    return Observation(
+        fact=fact.id, value=value, source=weakest.source, where=weakest.where, detail=f"from {said}"
+    )
 
 
 CLAIM_RANKS = 5  # a claim's cause counts as in contention among this many leaders
@@ -176,7 +207,19 @@ class Engine:
         return out
 
     def with_implied(self, winners: dict[str, Observation]) -> dict[str, Observation]:
-        """Winners plus the facts their answers settle (``implies``), where nothing else did."""
+        """Winners plus the facts their answers settle (``implies``) and the facts derived
+        from them (``derived_from``), where nothing else did."""
+        out = self._implied(winners)
+        for fact in self.derived:
+            if fact.id not in out and (obs := derive(fact, self.kb, out)) is not None:
+                out[fact.id] = obs
+        return out
+
+    @cached_property
+    def derived(self) -> list[Fact]:
+        return [f for f in self.kb.facts.values() if f.derived_from]
+
+    def _implied(self, winners: dict[str, Observation]) -> dict[str, Observation]:
         out = dict(winners)
         for fid, obs in winners.items():
             fact = self.kb.facts.get(fid)

@@ -196,9 +196,14 @@ def missing_translations(kb: KnowledgeBase, lang: str = "zh") -> list[str]:
 def check_interview(kb: KnowledgeBase, fact: Fact, problem: Callable[[str], None]) -> None:
     """The interview fields of a fact: preconditions, links to other facts, labels, mentions."""
     me = f"fact {fact.id!r}"
+    if fact.derived_from and fact.type != "bool":
+        problem(f"{me}: derived_from needs a bool fact, not {fact.type}")
+    if fact.derived_from and "asked" in fact.sources:
+        problem(f"{me}: a fact derived_from others is never asked: drop 'asked' from sources")
     for field, cond in [
         *(("ask_if", c) for c in fact.ask_if),
         *(("skip_if", c) for c in fact.skip_if),
+        *(("derived_from", c) for c in fact.derived_from),
     ]:
         other = kb.facts.get(cond.fact)
         if other is None:

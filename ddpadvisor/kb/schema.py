@@ -214,6 +214,13 @@ class Fact(_Translatable):
     implies: list[Implication] = Field(
         [], description="Answers of this fact that settle other facts as well."
     )
+    derived_from: list[Condition] = Field(
+        [],
+        description="A bool fact that is the conjunction of these conditions on other facts: "
+        "true once every one holds on a known value, false once one is known not to hold. For a "
+        "combination healthy jobs rarely show although each part is common (fp16 autocast and no "
+        "GradScaler), which the per-fact healthy rates, taken as independent, cannot express.",
+    )
     answerable: Probability | None = Field(
         None,
         description="Chance that a person asked can give an answer other than don't know "
