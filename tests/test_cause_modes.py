@@ -182,3 +182,30 @@ def test_modes_survive_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     one, two = (warm.priors[warm.causes.index(f"two-ways#{m}")] for m in ("one", "two"))
     assert one / two == pytest.approx(0.7 / 0.3)
     assert warm.public_priors[pi] == pytest.approx(one + two)
+
+
+def test_bad_modes_in_a_user_folder_are_named_with_file_and_line(tmp_path: Path) -> None:
+    from ddpadvisor.kb.files import default_dirs
+    from ddpadvisor.kb.load import load_kb
+
+    one = MODED.replace(
+        """      - id: two
+        title: the second
+        share: 0.3
+        evidence: [{fact: optimizer_steps_without_sync, ge: 1, strength: strong}]
+""",
+        "",
+    )
+    (tmp_path / "one.yaml").write_text(one)
+    kb = load_kb(default_dirs([tmp_path]))
+    msgs = [f"{p.origin.file}:{p.origin.line}: {p.message}" for p in kb.problems]
+    assert any(
+        m.endswith("field 'modes': a cause with modes has at least two") and "one.yaml:" in m
+        for m in msgs
+    ), msgs
+    (tmp_path / "one.yaml").write_text(MODED.replace("zero_grad_every_micro_step", "no_such"))
+    kb = load_kb(default_dirs([tmp_path]))
+    msgs = [f"{p.origin.file}:{p.origin.line}: {p.message}" for p in kb.problems]
+    assert any("one.yaml:3: cause 'two-ways/one': unknown fact id 'no_such'" in m for m in msgs), (
+        msgs
+    )

@@ -69,28 +69,32 @@ def check_references(kb: KnowledgeBase) -> None:
 
         check_interview(kb, fact, fact_problem)
 
-    def check_links(kind: str, owner: str, links: list, *, allow_p: bool) -> None:
+    def check_links(
+        kind: str, owner: str, links: list, *, allow_p: bool, mode: str | None = None
+    ) -> None:
+        """``owner``'s links; ``mode``: they are one of the owner's modes (named in messages)."""
+        name = owner if mode is None else f"{owner}/{mode}"
         for link in links:
             fact = kb.facts.get(link.fact)
             if fact is None:
-                problem(kind, owner, f"{kind[:-1]} {owner!r}: unknown fact id {link.fact!r}")
+                problem(kind, owner, f"{kind[:-1]} {name!r}: unknown fact id {link.fact!r}")
                 continue
             if link.p is not None and not allow_p:
                 problem(
                     kind,
                     owner,
-                    f"{kind[:-1]} {owner!r}: links of a mechanism take 'strength', not 'p'",
+                    f"{kind[:-1]} {name!r}: links of a mechanism take 'strength', not 'p'",
                 )
             try:
                 sel = predicate_classes(fact, link)
             except ValueProblem as exc:
-                problem(kind, owner, f"{kind[:-1]} {owner!r}: {exc}")
+                problem(kind, owner, f"{kind[:-1]} {name!r}: {exc}")
                 continue
             if not sel or len(sel) == len(classes(fact)):
                 problem(
                     kind,
                     owner,
-                    f"{kind[:-1]} {owner!r}: the predicate on {link.fact!r} "
+                    f"{kind[:-1]} {name!r}: the predicate on {link.fact!r} "
                     "holds for no value or for every value, so it carries no evidence",
                 )
 
@@ -106,7 +110,7 @@ def check_references(kb: KnowledgeBase) -> None:
     for cause in kb.causes.values():
         check_links("causes", cause.id, cause.evidence, allow_p=True)
         for mode in cause.modes:
-            check_links("causes", f"{cause.id}/{mode.id}", mode.evidence, allow_p=True)
+            check_links("causes", cause.id, mode.evidence, allow_p=True, mode=mode.id)
         for via in cause.via:
             if via.mechanism not in kb.mechanisms:
                 problem(

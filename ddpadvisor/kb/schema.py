@@ -403,14 +403,15 @@ class Cause(_Translatable):
     )
     override: Override | None = None
 
-    @model_validator(mode="after")
-    def _modes_distinct(self) -> Cause:
-        ids = [m.id for m in self.modes]
+    @field_validator("modes")
+    @classmethod
+    def _modes_distinct(cls, v: list[CauseMode]) -> list[CauseMode]:
+        ids = [m.id for m in v]
         if len(ids) == 1:
-            raise ValueError("modes: a cause with modes has at least two")
+            raise ValueError("a cause with modes has at least two")
         if len(set(ids)) != len(ids):
-            raise ValueError("modes: two modes share an id")
-        return self
+            raise ValueError("two modes share an id")
+        return v
 
 
 class Claim(_Translatable):
