@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -30,30 +31,20 @@ def _kb(modes: bool) -> KnowledgeBase:
     common = [Link(fact="c", is_=True, strength="weak")]
     one = Link(fact="a", is_=True, strength="strong")
     two = Link(fact="b", is_=True, strength="strong")
+    base: dict[str, Any] = dict(
+        id="slip", title="Slip", area="test", prior="uncommon", mechanism="m", fixes=["fix"]
+    )
     if modes:
         cause = Cause(
-            id="slip",
-            title="Slip",
-            area="test",
-            prior="uncommon",
-            mechanism="m",
+            **base,
             evidence=common,
-            fixes=["fix"],
             modes=[
                 CauseMode(id="one", title="the first way", share=0.5, evidence=[one]),
                 CauseMode(id="two", title="the second way", share=0.5, evidence=[two]),
             ],
         )
     else:
-        cause = Cause(
-            id="slip",
-            title="Slip",
-            area="test",
-            prior="uncommon",
-            mechanism="m",
-            evidence=[*common, one, two],
-            fixes=["fix"],
-        )
+        cause = Cause(**base, evidence=[*common, one, two])
     kb.causes["slip"] = cause
     kb.causes["rival"] = Cause(
         id="rival",
