@@ -214,6 +214,7 @@ ZH: dict[str, str] = {
         "原因排序（分数为后验概率；证据强度为 log10 似然比）："
     ),
     "via": "经由",
+    "in this way: {mode}": "具体是：{mode}",
     "Why {cause}:": "为什么是 {cause}：",
     "Fix: {title}": "修复：{title}",
     "before:": "修改前：",

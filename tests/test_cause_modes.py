@@ -200,3 +200,17 @@ def test_bad_modes_in_a_user_folder_are_named_with_file_and_line(tmp_path: Path)
     assert any("one.yaml:3: cause 'two-ways/one': unknown fact id 'no_such'" in m for m in msgs), (
         msgs
     )
+
+
+def test_reports_name_the_leading_mode() -> None:
+    from ddpadvisor.report.text import render_markdown, render_text
+    from ddpadvisor.tui.widgets.why import explain
+
+    engine = Engine(_kb(True))
+    d = diagnose(engine, _obs(b=True))
+    assert d.causes[0].id == "slip"
+    assert "in this way: the second way" in render_text(d)
+    assert "(in this way: the second way)" in render_markdown(d)
+    assert "in this way: the second way" in explain(d.causes[0]).plain
+    zh = diagnose(engine, _obs(b=True), lang="zh")
+    assert "具体是：the second way" in render_text(zh)

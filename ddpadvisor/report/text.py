@@ -128,6 +128,8 @@ def render_text(d: Diagnosis, *, top: int = 5) -> str:
     for c in d.causes[:top]:
         lines.append(f"{c.rank:>2}. {_bar(c.score)} {c.score:6.1%}  {c.id}")
         lines.append(f"      {c.title}")
+        if c.mode is not None:
+            lines.extend(wrap_("      " + t("in this way: {mode}", lang, mode=c.mode.title)))
         for e in _evidence_lines(c, lang):
             lines.extend(wrap_(f"      {e}"))
     lead = next((c for c in d.causes if not c.catch_all), None)
@@ -187,7 +189,8 @@ def render_markdown(d: Diagnosis, *, top: int = 5) -> str:
     ]
     for c in d.causes[:top]:
         ev = "; ".join(_evidence_lines(c, lang, 2)).replace("|", "\\|") or "—"
-        md.append(f"| {c.rank} | `{c.id}` {c.title} | {c.score:.1%} | {ev} |")
+        way = f" ({t('in this way: {mode}', lang, mode=c.mode.title)})" if c.mode else ""
+        md.append(f"| {c.rank} | `{c.id}` {c.title}{way} | {c.score:.1%} | {ev} |")
     for c in d.causes[:top]:
         if c.catch_all or not c.fixes:
             continue

@@ -44,6 +44,9 @@ def explain(cause: CauseOut, *, mechanism: bool = True, width: int = 0) -> Conte
         (t("  (prior {prior})", prior=f"{cause.prior:.0%}"), "$text-muted"),
     )
     lines: list[Content] = [head, paragraph(cause.title, width)]
+    if cause.mode is not None:
+        way = t("in this way: {mode}", mode=cause.mode.title)
+        lines.append(paragraph(Content.styled(way, "$text-muted"), width))
     if cause.evidence:
         lines.append(Content.styled(t("Moved by (log10 likelihood ratio):"), "bold"))
         lines.extend(evidence_line(ev, width) for ev in cause.evidence)
