@@ -125,6 +125,8 @@ def test_a_cause_needs_two_distinct_modes() -> None:
         Cause(**base, modes=[mode])
     with pytest.raises(ValidationError, match="share an id"):
         Cause(**base, modes=[mode, mode])
+    with pytest.raises(ValidationError, match="evidence or a via link"):
+        CauseMode(id="bare", title="t", share=0.5)
 
 
 MODED = """
@@ -144,6 +146,7 @@ causes:
       - id: two
         title: the second
         share: 0.3
+        via: [{mechanism: replicas-diverged, strength: strong}]
         evidence: [{fact: optimizer_steps_without_sync, ge: 1, strength: strong}]
     fixes: [zero-grad-once-per-step]
 tests:
@@ -173,6 +176,11 @@ def test_modes_survive_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     one, two = (warm.priors[warm.causes.index(f"two-ways#{m}")] for m in ("one", "two"))
     assert one / two == pytest.approx(0.7 / 0.3)
     assert warm.public_priors[pi] == pytest.approx(one + two)
+    # the second mode reaches the mechanism's findings, the first does not
+    ci_one, ci_two = (warm.causes.index(f"two-ways#{m}") for m in ("one", "two"))
+    diverged = warm.facts["param_checksums_match"]
+    assert ci_two in diverged.likelihood and ci_one not in diverged.likelihood
+    assert any(p.mechanism == "replicas-diverged" for p in diverged.paths[ci_two])
 
 
 def test_bad_modes_in_a_user_folder_are_named_with_file_and_line(tmp_path: Path) -> None:
@@ -183,6 +191,7 @@ def test_bad_modes_in_a_user_folder_are_named_with_file_and_line(tmp_path: Path)
         """      - id: two
         title: the second
         share: 0.3
+        via: [{mechanism: replicas-diverged, strength: strong}]
         evidence: [{fact: optimizer_steps_without_sync, ge: 1, strength: strong}]
 """,
         "",

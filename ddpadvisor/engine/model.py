@@ -305,21 +305,9 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
             continue
         # Gather every path to every finding: the cause's own, then its mode's.
         by_fact: dict[str, list[tuple[Path, set[int]]]] = {}
-        for succ in graph.successors(node):
-            edge = graph.edges[node, succ]
-            if edge.get("kind") == "evidence":
-                _add_path(graph, tables, by_fact, succ, None, edge)
-            elif edge.get("kind") == "via":
-                q1 = edge["q"]
-                for fnode in graph.successors(succ):
-                    e2 = graph.edges[succ, fnode]
-                    if e2.get("kind") != "evidence":
-                        continue
-                    scaled = {"q": q1 * e2.get("q", 0.0)}
-                    _add_path(graph, tables, by_fact, fnode, succ.split(":", 1)[1], scaled)
+        _gather_paths(graph, tables, by_fact, node)
         if mnode is not None:
-            for succ in graph.successors(mnode):
-                _add_path(graph, tables, by_fact, succ, None, graph.edges[mnode, succ])
+            _gather_paths(graph, tables, by_fact, mnode)
         for fact_id, paths in by_fact.items():
             table = tables[fact_id]
             if kb.facts[fact_id].context and fact_id not in gates.get(ci, []):
@@ -400,6 +388,28 @@ def compile_model(kb: KnowledgeBase, graph: nx.DiGraph) -> CompiledModel:
         parent=parent if moded else [],
         public=[*kb.causes, CATCH_ALL] if moded else [],
     )
+
+
+def _gather_paths(
+    graph: nx.DiGraph,
+    tables: dict[str, FactTable],
+    by_fact: dict[str, list[tuple[Path, set[int]]]],
+    node: str,
+) -> None:
+    """The paths from a cause (or one of its modes) to its findings: direct evidence, and
+    evidence through each mechanism it acts via (strengths multiplied)."""
+    for succ in graph.successors(node):
+        edge = graph.edges[node, succ]
+        if edge.get("kind") == "evidence":
+            _add_path(graph, tables, by_fact, succ, None, edge)
+        elif edge.get("kind") == "via":
+            q1 = edge["q"]
+            for fnode in graph.successors(succ):
+                e2 = graph.edges[succ, fnode]
+                if e2.get("kind") != "evidence":
+                    continue
+                scaled = {"q": q1 * e2.get("q", 0.0)}
+                _add_path(graph, tables, by_fact, fnode, succ.split(":", 1)[1], scaled)
 
 
 def _add_path(

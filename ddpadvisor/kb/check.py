@@ -111,13 +111,15 @@ def check_references(kb: KnowledgeBase) -> None:
         check_links("causes", cause.id, cause.evidence, allow_p=True)
         for mode in cause.modes:
             check_links("causes", cause.id, mode.evidence, allow_p=True, mode=mode.id)
-        for via in cause.via:
-            if via.mechanism not in kb.mechanisms:
-                problem(
-                    "causes",
-                    cause.id,
-                    f"cause {cause.id!r}: unknown mechanism id {via.mechanism!r}",
-                )
+        owned = [(cause.id, cause.via)] + [(f"{cause.id}/{m.id}", m.via) for m in cause.modes]
+        for name, vias in owned:
+            for via in vias:
+                if via.mechanism not in kb.mechanisms:
+                    problem(
+                        "causes",
+                        cause.id,
+                        f"cause {name!r}: unknown mechanism id {via.mechanism!r}",
+                    )
         for fix_id in cause.fixes:
             if fix_id not in kb.fixes:
                 problem("causes", cause.id, f"cause {cause.id!r}: unknown fix id {fix_id!r}")

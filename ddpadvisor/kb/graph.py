@@ -76,6 +76,10 @@ def build_graph(kb: KnowledgeBase) -> nx.DiGraph:
             mnode = mode_node(cause.id, mode.id)
             g.add_node(mnode, kind="mode", label=mode.title, share=mode.share)
             g.add_edge(node, mnode, kind="mode")
+            for via in mode.via:
+                g.add_edge(
+                    mnode, f"mechanism:{via.mechanism}", kind="via", q=levels.strength(via.strength)
+                )
             add_links(mnode, mode.evidence)
         for fix_id in cause.fixes:
             g.add_node(

@@ -365,7 +365,14 @@ class CauseMode(_Translatable):
         le=1,
         description="This mode's share of the cause's prior (a cause's shares are normalised).",
     )
-    evidence: list[Link] = Field(min_length=1)
+    via: list[MechanismLink] = []
+    evidence: list[Link] = []
+
+    @model_validator(mode="after")
+    def _says_something(self) -> CauseMode:
+        if not self.via and not self.evidence:
+            raise ValueError("a mode needs evidence or a via link of its own")
+        return self
 
 
 class Cause(_Translatable):
