@@ -106,6 +106,26 @@ def test_a_rank_feeding_another_ranks_batch_one_step_later_is_a_duplicate(tmp_pa
     assert f["batches_duplicated_across_ranks"].value is False
 
 
+def test_where_the_batches_came_from(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """A DataLoader's first fetch is recorded ("iter"); with none on any rank the batches
+    came from elsewhere, and with the loader hook broken nothing is said."""
+    steps = [_step(s, [[float(s), 1.0]]) for s in range(1, 5)]
+    ranks = {r: [_start(r), _wrap(), *steps] for r in (0, 1)}
+    f = _facts(kb, _write(tmp_path / "none", ranks))
+    assert f["batches_from_dataloader"].value is False
+    assert "no rank iterated a torch DataLoader in 4 steps" in f["batches_from_dataloader"].detail
+    fetch = {"k": "iter", "workers": 0, "s": 0}
+    ranks[1] = [_start(1), _wrap(), fetch, *steps]
+    f = _facts(kb, _write(tmp_path / "one", ranks))
+    assert f["batches_from_dataloader"].value is True
+    broken = {"k": "agent_error", "part": "sampler", "error": "RuntimeError()", "at": "x:1"}
+    ranks[1] = [_start(1), _wrap(), broken, *steps]
+    f = _facts(kb, _write(tmp_path / "broken", ranks))
+    assert "batches_from_dataloader" not in f
+    ranks = {r: [_start(r), _wrap()] for r in (0, 1)}
+    assert "batches_from_dataloader" not in _facts(kb, _write(tmp_path / "stepless", ranks))
+
+
 def test_state_loaded_alike_on_every_rank_measures_no_false(tmp_path, kb):  # type: ignore[no-untyped-def]
     load = {"k": "load", "kind": "model", "cls": "Net", "after_wrap": True, "wrapped": True, "s": 0}
     ranks = {r: [_start(r), _wrap(), load, _step(1, [[1.0, float(r)]])] for r in (0, 1)}

@@ -17,6 +17,27 @@ class DataReader(Context):
         self._batches()
         self._tokens()
         self._samplers()
+        self._loaders()
+
+    def _loaders(self) -> None:
+        """batches_from_dataloader: whether any rank took batches from a torch DataLoader (its
+        iterator's first fetch is recorded), said only of a job that took optimizer steps with
+        the loader hook working on every rank. False: the batches came from elsewhere - drawn
+        by a random generator (nanoGPT's get_batch, synthetic data, rollouts) or sliced by
+        hand - so no sampler decides what each rank reads."""
+        if not self.common_steps:
+            return
+        if any(e.get("part") == "sampler" for t in self.ranks for e in t.kind("agent_error")):
+            return
+        fed = [t.rank for t in self.ranks if t.first("iter") is not None]
+        if fed:
+            self.add("batches_from_dataloader", True, detail=f"rank {fed[0]} iterated a DataLoader")
+        else:
+            self.add(
+                "batches_from_dataloader",
+                False,
+                detail=f"no rank iterated a torch DataLoader in {len(self.common_steps)} steps",
+            )
 
     def _batches(self) -> None:
         """Batches one rank fed that another rank fed too, at the same step or at any other
