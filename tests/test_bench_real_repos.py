@@ -84,6 +84,15 @@ def test_the_fifth_batch_is_held_out_and_new(cases: list) -> None:  # type: igno
     assert any(not real_repos.held_out(c.repo) for c in fifth)  # held out whatever the hash says
 
 
+def test_the_sixth_batch_is_held_out_and_new(cases: list) -> None:  # type: ignore[type-arg]
+    sixth = [c for c in cases if c.batch == 6]
+    assert len(sixth) >= 10
+    assert sum(c.llm for c in sixth) >= 5
+    assert all(c.part == "held_out" for c in sixth)
+    assert not {c.repo for c in sixth} & {c.repo for c in cases if c.batch != 6}
+    assert any(not real_repos.held_out(c.repo) for c in sixth)  # held out whatever the hash says
+
+
 def test_every_truth_names_where_it_was_read(cases: list) -> None:  # type: ignore[type-arg]
     """A file of the repository (with its line where a line shows it) or the documented launch."""
     where = re.compile(r"[\w./+-]+\.(py|ya?ml|json|sh|toml|cfg|md)\b|documented|launch|Llama")
