@@ -168,8 +168,11 @@ def test_json_trace_also_scans_the_traced_script_and_says_so(tmp_path, kb):  # t
     assert any("the traced script was not scanned" in w for w in got.warnings)
 
 
-def _scaled_run(skips: set[int], steps: int = 10) -> list[dict[str, Any]]:
-    """A GradScaler job: each skipped step halves the scale, from 2**16."""
+def _scaled_run(
+    skips: set[int], steps: int = 10, grows: frozenset[int] = frozenset()
+) -> list[dict[str, Any]]:
+    """A GradScaler job: each skipped step halves the scale, from 2**16; each step of
+    ``grows`` doubles it (the growth after a run of clean steps)."""
     out: list[dict[str, Any]] = [_start(0), _wrap()]
     scale = 65536.0
     for s in range(steps):
@@ -177,6 +180,8 @@ def _scaled_run(skips: set[int], steps: int = 10) -> list[dict[str, Any]]:
         if s in skips:
             scale /= 2
             rec["finf"] = 1.0
+        elif s in grows:
+            scale *= 2
         rec["scale"] = [scale]
         out.append(rec)
     return out
@@ -574,3 +579,22 @@ def test_how_unequally_a_divisor_weighs_the_targets(  # type: ignore[no-untyped-
             assert got == want
         else:
             assert want[0] <= got <= want[1]
+
+
+@pytest.mark.parametrize(
+    ("skips", "grows", "counted"),
+    [
+        ({7}, {4}, 0),  # grown at step 4, overflows at 7, halves: the scaler probing
+        ({7, 11}, {4, 9}, 0),  # probing again after growing back: healthy
+        ({7, 8}, {4}, 1),  # a skip right after the probe: an overflow of its own
+        ({7, 11}, {4}, 1),  # the second skip at a scale that never grew back
+        ({5}, set(), 1),  # a scale that never grew: no probe
+    ],
+)
+def test_a_dynamic_loss_scale_probing_upwards_is_not_counted(tmp_path, kb, skips, grows, counted):  # type: ignore[no-untyped-def]
+    run = _scaled_run(skips, steps=14, grows=frozenset(grows))
+    other = [{**r, "rank": 1} if r["k"] == "start" else r for r in run]
+    facts = _facts(kb, _write(tmp_path / "t", {0: run, 1: other}))
+    got = facts["nonfinite_grad_steps"]
+    assert got.value == counted
+    assert ("scaler probing" in got.detail) == (len(skips) - counted > 0)

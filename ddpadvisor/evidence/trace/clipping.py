@@ -227,7 +227,7 @@ class ClippingReader(Context):
 
     def scaler(self) -> None:
         worst = (0, self.r0.rank, None)
-        settling = 0
+        settling = probing = 0
         for t in self.ranks:
             bad = []
             for r in (t.steps[s] for s in sorted(t.steps)):
@@ -238,6 +238,9 @@ class ClippingReader(Context):
             start = _scale_settling(t, bad)
             settling = max(settling, start)
             bad = bad[start:]
+            probes = _scale_probes(t, bad)
+            probing = max(probing, len(probes))
+            bad = [r for r in bad if r["s"] not in probes]
             if len(bad) > worst[0]:
                 worst = (len(bad), t.rank, bad[0]["s"])
         if self.common_steps:
@@ -248,6 +251,12 @@ class ClippingReader(Context):
                 if settling
                 else ""
             )
+            if probing:
+                settled += (
+                    f"; {probing} lone skipped step(s) where the dynamic loss scale had climbed "
+                    "back to (or past) where it last overflowed are the scaler probing, not "
+                    "counted"
+                )
             self.add(
                 "nonfinite_grad_steps",
                 count,
@@ -299,6 +308,33 @@ def _scale_settling(t: Any, bad: list[dict[str, Any]]) -> int:
     if n == 0 or n > SETTLING_SKIPS or n >= len(order):
         return 0  # no scaler, too long to be calibration, or it never trained a clean step
     return n
+
+
+def _scale_probes(t: Any, bad: list[dict[str, Any]]) -> set[int]:
+    """The steps of ``bad`` that are a dynamic loss scaler probing: it raises the scale after
+    a run of clean steps until one overflows, skips that step and lowers the scale, so a
+    healthy fp16 run skips a step now and then. A skip is a probe when the step before it was
+    clean and the scale it used (the previous step's) had grown since the previous skip (or
+    the start); skips in a row, or at a scale that never grew, are overflows of their own."""
+    wanted = {r["s"] for r in bad}
+    probes: set[int] = set()
+    low: float | None = None  # the lowest scale since the previous skip (its own included)
+    prev: dict[str, Any] | None = None
+    for s in sorted(t.steps):
+        rec = t.steps[s]
+        scale = _scale_value(rec.get("scale"))
+        if s in wanted:
+            used = _scale_value(prev.get("scale")) if prev is not None else None
+            clean = (
+                prev is not None and not prev.get("skip") and (_scalar(prev.get("finf")) or 0) <= 0
+            )
+            if clean and used is not None and low is not None and used > low:
+                probes.add(s)
+            low = scale
+        elif scale is not None:
+            low = scale if low is None else min(low, scale)
+        prev = rec
+    return probes
 
 
 def _scale_value(raw: Any) -> float | None:
