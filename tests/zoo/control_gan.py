@@ -1,5 +1,6 @@
 """A tiny 2-D GAN on a ring of points: generator and discriminator each wrapped in DDP, two Adam
-optimizers, the usual alternating discriminator then generator updates."""
+optimizers each with its own decaying schedule, the usual alternating discriminator then
+generator updates; the samples are drawn by a per-rank generator, no DataLoader."""
 
 import gc
 
@@ -18,6 +19,9 @@ def main():
     D = DDP(nn.Sequential(nn.Linear(2, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1)))
     opt_d = torch.optim.Adam(D.parameters(), lr=2e-3, betas=(0.5, 0.999))
     opt_g = torch.optim.Adam(G.parameters(), lr=2e-3, betas=(0.5, 0.999))
+    decay = lambda step: 1.0 / (1.0 + 0.05 * step)  # noqa: E731
+    sched_d = torch.optim.lr_scheduler.LambdaLR(opt_d, decay)
+    sched_g = torch.optim.lr_scheduler.LambdaLR(opt_g, decay)
     bce = nn.BCEWithLogitsLoss()
     gen = torch.Generator().manual_seed(100 + rank)
     for it in range(40):
@@ -33,6 +37,8 @@ def main():
         opt_g.zero_grad()
         g_loss.backward()
         opt_g.step()
+        sched_d.step()
+        sched_g.step()
         if rank == 0 and it % 10 == 0:
             print(f"it {it} d {d_loss.item():.3f} g {g_loss.item():.3f}")
     del G, D

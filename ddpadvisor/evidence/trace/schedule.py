@@ -20,7 +20,9 @@ class ScheduleReader(Context):
         self._lr_schedule_overran()
         self._schedule_fraction()
         t = self.r0
-        if not t.kind("sched") or not t.steps:
+        # a scheduler of another optimizer than the counted one is stepped against that one's
+        # steps, which the trace does not count (the agent counts only the counted one's)
+        if not any(r.get("primary", True) for r in t.kind("sched")) or not t.steps:
             return
         end = t.first("end")
         total = int(
@@ -137,6 +139,7 @@ class ScheduleReader(Context):
             and isinstance(p[1], int)
             and isinstance(p[2], int)
             and p[1] > 0
+            and (len(p) < 5 or p[4] is not False)  # another optimizer's schedule
         ]
         if not plans:
             return

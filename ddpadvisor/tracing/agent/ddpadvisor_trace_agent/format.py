@@ -160,7 +160,7 @@ KINDS: dict[str, dict[str, str]] = {
         "sched": "int",
         "opt_steps": "list[int]",
         # schedulers with a planned end: [class, planned steps, steps taken, optimizer step
-        # count at the last of them]
+        # count at the last of them, whether it schedules the counted optimizer]
         "plans": "list[list]",
         "dsmod": "bool",
     },

@@ -80,8 +80,12 @@ def install() -> None:
             finally:
                 a.sched_depth -= 1
                 if outer:
-                    a.window.sched += 1
-                    a.sched_total += 1
+                    # only the schedules of the counted optimizer count against its steps
+                    # (a second optimizer's scheduler, stepped beside it, is its own)
+                    mine = _is_primary_opt(self) or a.primary is None
+                    if mine:
+                        a.window.sched += 1
+                        a.sched_total += 1
                     key = f"sched{id(self)}"
                     if key not in a.seen_cfg:
                         a.safe("sched", a.cfg, key, _sched_record(self, sys._getframe(1)))
@@ -93,6 +97,7 @@ def install() -> None:
                         done = getattr(self, "last_epoch", None)
                         plan[2] = done if isinstance(done, int) else plan[2] + 1
                         plan[3] = a.step
+                        plan[4:] = [mine]
 
         return step
 
@@ -119,7 +124,9 @@ def _sched_record(s: Any, caller: Any) -> dict[str, Any]:
     code = caller.f_code
     name = getattr(code, "co_qualname", code.co_name)
     by = f"{caller.f_globals.get('__name__', '?')}.{name}"
-    return {"k": "sched", "cls": type(s).__name__, "primary": _is_primary_opt(s), "by": by}
+    a = rt.AGENT
+    mine = _is_primary_opt(s) or (a is not None and a.primary is None)
+    return {"k": "sched", "cls": type(s).__name__, "primary": mine, "by": by}
 
 
 def _planned_steps(s: Any) -> int | None:
