@@ -598,3 +598,30 @@ def test_a_dynamic_loss_scale_probing_upwards_is_not_counted(tmp_path, kb, skips
     got = facts["nonfinite_grad_steps"]
     assert got.value == counted
     assert ("scaler probing" in got.detail) == (len(skips) - counted > 0)
+
+
+def test_an_evaluation_loader_is_not_taken_for_the_training_sampler(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """The training batches come from a loader the agent did not record (a custom batch
+    sampler); the only sampler seen is an evaluation loader's, read out between steps: it says
+    nothing of how the training data is sharded."""
+    ranks = {}
+    for r in (0, 1):
+        recs: list[dict[str, Any]] = [_start(r), _wrap()]
+        for s in range(1, 9):
+            recs.append({**_step(s, [[float(s), 1.0]]), "t": float(s)})
+            if s % 4 == 0:  # an evaluation after every fourth step, over in no time
+                it = s // 4
+                recs.append({**_epoch(it, r, s), "t": s + 0.1})
+                recs.append(
+                    {"k": "idx", "it": it, "part": 0, "idx": [r, r + 2], "end": True, "t": s + 0.2}
+                )
+        ranks[r] = recs
+    f = _facts(kb, _write(tmp_path / "eval", ranks))
+    assert f["batches_duplicated_across_ranks"].value is True
+    assert "uses_distributed_sampler" not in f
+    assert "sampler_shards_overlap" not in f
+    # the same sampler iterated through the steps (no early end) is the training's
+    for r in (0, 1):
+        ranks[r] = [rec for rec in ranks[r] if rec["k"] != "idx"]
+    f = _facts(kb, _write(tmp_path / "train", ranks))
+    assert f["uses_distributed_sampler"].value is True

@@ -136,20 +136,37 @@ class Context:
 
     @staticmethod
     def _train_sampler(t: RankTrace) -> int | None:
-        """The sampler whose epochs saw the optimizer steps (eval loaders see none)."""
+        """The sampler whose epochs saw the optimizer steps (eval loaders see none): the steps
+        taken after an iteration began, before the next began and, where the iteration ran
+        out, before it did. With none seeing a step, a loader read out whole before the first
+        step (a list of batches made up front) is the training's; one iterated only later (an
+        evaluation) is not, and then no sampler is known to feed the training."""
         score: Counter[int] = Counter()
         epochs = sorted(t.epochs, key=lambda e: e.get("it", 0))
         last_step = max(t.steps) if t.steps else 0
+        first_step = min(t.steps) if t.steps else 0
         for i, ep in enumerate(epochs):
-            end = epochs[i + 1].get("s", last_step) if i + 1 < len(epochs) else last_step
-            score[int(ep.get("sampler", 0))] += max(0, int(end or 0) - int(ep.get("s") or 0))
-        for ep in epochs:
-            score[int(ep.get("sampler", 0))] += 0
+            begin = int(ep.get("s") or 0)
+            end = int(epochs[i + 1].get("s", last_step) if i + 1 < len(epochs) else last_step)
+            ran_out = ep.get("end_t")
+            if isinstance(ran_out, (int, float)):
+                seen = sum(
+                    1
+                    for s, rec in t.steps.items()
+                    if begin < s <= end
+                    and not (isinstance(rec.get("t"), (int, float)) and rec["t"] > ran_out)
+                )
+            else:
+                seen = max(0, end - begin)
+            score[int(ep.get("sampler", 0))] += seen
         if not score:
             return None
-        best = max(score.values())
-        if best == 0:
+        if max(score.values()) == 0:
+            early = [e for e in epochs if int(e.get("s") or 0) < first_step]
+            if not early:
+                return None
             return max(
-                score, key=lambda k: sum(len(e["indices"]) for e in epochs if e.get("sampler") == k)
+                {int(e.get("sampler", 0)) for e in early},
+                key=lambda k: sum(len(e["indices"]) for e in early if e.get("sampler") == k),
             )
         return max(score, key=lambda k: score[k])

@@ -144,6 +144,7 @@ def _index(trace: RankTrace, warnings: list[str]) -> None:
     indices: dict[int, list[int]] = {}
     complete: dict[int, bool] = {}
     mods: dict[int, int] = {}
+    ended: dict[int, float] = {}
     duplicates: list[int] = []
     for rec in trace.records:
         if rec.get("k") == "step" and rec.get("s") in trace.steps:
@@ -171,6 +172,8 @@ def _index(trace: RankTrace, warnings: list[str]) -> None:
             indices.setdefault(it, []).extend(int(i) for i in rec.get("idx", []))
             if rec.get("end"):
                 complete[it] = True
+                if isinstance(rec.get("t"), (int, float)):
+                    ended[it] = float(rec["t"])
             if rec.get("mod"):
                 mods[it] = int(rec["mod"])
     if duplicates:
@@ -183,6 +186,8 @@ def _index(trace: RankTrace, warnings: list[str]) -> None:
         it = int(ep.get("it", 0))
         ep["indices"] = indices.get(it, [])
         ep["complete"] = complete.get(it, False)
+        if it in ended:
+            ep["end_t"] = ended[it]  # when the iteration ran out (the agent's clock)
         ep["mod"] = mods.get(it, 1)
 
 
