@@ -135,6 +135,15 @@ def test_state_loaded_alike_on_every_rank_measures_no_false(tmp_path, kb):  # ty
     ranks[1] = [_start(1), _wrap(), _step(1, [[1.0, 1.0]])]
     f = _facts(kb, _write(tmp_path / "t2", ranks))
     assert f["rank_conditional_state_change"].value is True
+    assert f["weights_loaded_on_some_ranks"].value is True
+    # only a GradScaler's state loaded on rank 0: the weights were loaded alike
+    scaler = {**load, "kind": "scaler", "cls": "GradScaler"}
+    ranks = {r: [_start(r), _wrap(), load, _step(1, [[1.0, float(r)]])] for r in (0, 1)}
+    ranks[0].insert(3, scaler)
+    f = _facts(kb, _write(tmp_path / "t3", ranks))
+    assert f["rank_conditional_state_change"].value is True
+    assert f["weights_loaded_on_some_ranks"].value is False
+    assert "only scaler state differs" in f["weights_loaded_on_some_ranks"].detail
 
 
 def test_json_trace_also_scans_the_traced_script_and_says_so(tmp_path, kb):  # type: ignore[no-untyped-def]

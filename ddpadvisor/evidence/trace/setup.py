@@ -119,6 +119,20 @@ class SetupReader(Context):
             f"job after wrapping"
             + (f"; {_ranks_text(idle)} did not" if idle else "; the ranks did it differently"),
         )
+        # which state the ranks loaded differently: the trained weights or their optimizer's
+        # state, or only something else (a GradScaler's)
+        per_kind = [{str(k) for k, _ in v} for v in per_rank.values()]
+        differ = set.union(*per_kind) - set.intersection(*per_kind)
+        weights = sorted(differ & {"model", "optimizer"})
+        self.add(
+            "weights_loaded_on_some_ranks",
+            bool(weights),
+            where=f"rank {loaders[0] if loaders else odd[0]} step {step}",
+            detail=f"{'/'.join(weights)} state loaded on some ranks only"
+            if weights
+            else f"only {'/'.join(sorted(differ)) or 'the order of'} state differs in what the "
+            "ranks loaded; the weights and optimizer state were loaded alike",
+        )
 
     def _lost_updates(self) -> None:
         """Sampled float16/bfloat16 weights the optimizer stepped in place (``lowp``: rounded
