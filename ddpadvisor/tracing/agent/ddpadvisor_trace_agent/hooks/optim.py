@@ -163,9 +163,19 @@ def _planned_steps(s: Any) -> int | None:
 
 
 def _is_primary_opt(s: Any) -> bool:
+    """Whether scheduler ``s`` schedules the counted optimizer: the same object, or one
+    wrapping the other (a DeepSpeed ZeRO optimizer keeps the client's as ``.optimizer``;
+    accelerate's AcceleratedOptimizer too)."""
     a = rt.AGENT
     opt = getattr(s, "optimizer", None)
-    return bool(a and a.primary is not None and a.primary() is opt)
+    counted = a.primary() if a is not None and a.primary is not None else None
+    if counted is None or opt is None:
+        return False
+    return (
+        counted is opt
+        or getattr(counted, "optimizer", None) is opt
+        or getattr(opt, "optimizer", None) is counted
+    )
 
 
 def uninstall() -> None:
