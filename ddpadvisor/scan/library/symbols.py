@@ -610,13 +610,27 @@ def nn_module(c: Call) -> Val:
 
 @symbol("torch.multiprocessing.spawn", names=("spawn", "start_processes"))
 def spawn(c: Call) -> Val | None:
-    a0 = c.a0
+    """``mp.spawn(fn, args=(...))`` (or ``fn=`` by keyword): each process runs ``fn(rank,
+    *args)``; the walk reads it once, for a rank of the job."""
+    a0 = c.a0 if c.a0 is not None else c.ev.kwargs.get("fn")
     if a0 is None or a0.kind != V.FUNCTION or not isinstance(a0.const, FuncRef):
         return None
     extra = c.ev.kwargs.get("args")
     rest = list(extra.items) if extra is not None and extra.items is not None else []
     rank = Val(taint=frozenset({V.RANK}))
     return c.w.inline(a0.const, [rank, *rest], {}, None, None, c.frame, c.ctx)
+
+
+@symbol(
+    when=lambda canon, n: (
+        canon.startswith("submitit.")
+        and n in ("AutoExecutor", "SlurmExecutor", "LocalExecutor", "DebugExecutor")
+    )
+)
+def submitit_executor(c: Call) -> Val:
+    """A submitit executor: what it is handed by ``submit`` runs in each task of the job
+    (``library/methods.py``)."""
+    return Val(kind="submitit_executor")
 
 
 @symbol("fire.Fire", names=("Fire", "run", "cli", "CLI", "main"))
