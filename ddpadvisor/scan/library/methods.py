@@ -148,6 +148,11 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
 
     # Tensors and numbers flowing out of the model or the data.
     base = recv.plain()
+    if method == "detach":
+        # the value is the same (a logged loss stays a loss), but no backward through it
+        # reaches the forwards it came from (``fwdof:``: a GAN's ``fake.detach()`` inside
+        # ``torch.cat([real, fake.detach()])`` ties the discriminator's loss to no generator)
+        return replace(base, taint=frozenset(t for t in base.taint if not t.startswith("fwdof:")))
     if method in TENSOR_SAME:
         return replace(base, taint=base.taint | ({V.ITEM} if method == "item" else set()))
     if method in ("sum", "nansum"):
