@@ -451,6 +451,17 @@ class Statements(WalkerCore):
             and 1 <= len(call.args) <= 2
         ):
             count_node = self.expand(call.args[-1], frame)
+        elif (
+            count is None
+            and isinstance(call, ast.Call)
+            and apis.last(ast.unparse(call.func)) == "islice"
+            and len(call.args) == 2
+            and isinstance(call.args[1], (ast.Name, ast.Constant))
+        ):
+            # ``for i, b in enumerate(islice(batches, accum))``: at most ``accum`` items, the
+            # micro-batches of one window taken from an iterator begun outside the loop
+            count = self.eval(call.args[1], frame, ctx)
+            count_node = self.expand(call.args[1], frame)
         loop = LoopCtx(
             stmt,
             label,
