@@ -215,7 +215,8 @@ def _submitit_method(w: Walker, ev: Event, method: str, frame: Frame, ctx: Ctx) 
     fn, rest = ev.args[0], list(ev.args[1:])
     if method == "map_array":
         rest = [w.element_of(a, None) for a in rest]
-    out = call_value(w, fn, rest, dict(ev.kwargs), ev.node, frame, ctx)
+    node = ev.node if isinstance(ev.node, ast.Call) else None
+    out = call_value(w, fn, rest, dict(ev.kwargs), node, frame, ctx)
     if out is None:
         w.warnings.append(
             f"{ev.where}: the job submitted here runs code the scan cannot name; not followed"
@@ -229,7 +230,7 @@ def call_value(
     fn: Val,
     args: list[Val],
     kwargs: dict[str, Val],
-    node: ast.AST | None,
+    node: ast.Call | None,
     frame: Frame,
     ctx: Ctx,
 ) -> Val | None:
