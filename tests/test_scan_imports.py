@@ -211,3 +211,26 @@ def test_a_file_named_like_a_library_beside_the_script_is_the_project_s(tmp_path
     (other / "datasets" / "__init__.py").write_text("def load_dataset(p):\n    return p\n")
     (other / "train.py").write_text("from datasets import load_dataset\nd = load_dataset('x')\n")
     assert "datasets" not in _walk(other / "train.py").sources.modules
+
+
+def test_a_class_picked_by_the_runs_name_from_a_project_module_is_named(tmp_path: Path) -> None:
+    """``getattr(trainers, cfg.trainer)``: a member of the project's module picked by a name the
+    run sets is not followed, and the warning says where and by what; a constant name is
+    followed as the attribute it names (no warning)."""
+    (tmp_path / "trainers.py").write_text(
+        "class SFTTrainer:\n    def train(self):\n        pass\n\n\n"
+        "class KTOTrainer(SFTTrainer):\n    pass\n"
+    )
+    (tmp_path / "launch.py").write_text(
+        "import sys\n\nimport trainers\n\n"
+        "cfg = {'trainer': sys.argv[1]}\n"
+        "TrainerClass = getattr(trainers, cfg['trainer'])\n"
+        "TrainerClass().train()\n"
+        "Fixed = getattr(trainers, 'SFTTrainer')\n"
+    )
+    warnings = scan_file(tmp_path / "launch.py").warnings
+    picked = [w for w in warnings if "picked by" in w]
+    assert picked == [
+        "launch.py:6: trainers.py member picked by cfg['trainer'] (the run's name); "
+        "the code it names is not followed"
+    ]

@@ -194,11 +194,12 @@ class Analysis:
         if any(w.kind == V.CTX_NO_GRAD for w in ev.withs()):
             return True
         return any(
-            isinstance(c, FuncCtx) and (c.file, c.line) in self._no_grad_functions for c in ev.ctx
+            isinstance(c, FuncCtx) and (c.file, c.line) in self.no_grad_functions for c in ev.ctx
         )
 
     @cached_property
-    def _no_grad_functions(self) -> set[tuple[str, int]]:
+    def no_grad_functions(self) -> set[tuple[str, int]]:
+        """(file, line) of the functions decorated with ``no_grad`` / ``inference_mode``."""
         out: set[tuple[str, int]] = set()
         for f in self.walk.functions:
             node = f.node

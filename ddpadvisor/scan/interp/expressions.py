@@ -10,7 +10,7 @@ from typing import Any
 
 from ddpadvisor.scan import apis, library
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.context import CondCtx, Ctx, Event
+from ddpadvisor.scan.context import CondCtx, Ctx, Event, FuncCtx, WithCtx
 from ddpadvisor.scan.interp import branches
 from ddpadvisor.scan.interp.core import WalkerCore
 from ddpadvisor.scan.interp.frames import (
@@ -214,6 +214,7 @@ class Expressions(WalkerCore):
             if isinstance(node, ast.YieldFrom):
                 val = self.element_of(val, None)
             frame.yields.append(val)
+            frame.yield_contexts.append(_open_context(ctx))
             return UNKNOWN
         if isinstance(node, ast.Slice):
             return merge(
@@ -860,3 +861,13 @@ def _graph_cut(ev: Event) -> list[Val]:
             val = replace(val, taint=kept)
         out.append(val)
     return out
+
+
+def _open_context(ctx: Ctx) -> Val | None:
+    """The innermost ``with`` context of known kind the innermost function holds open here."""
+    for c in reversed(ctx):
+        if isinstance(c, FuncCtx):
+            return None
+        if isinstance(c, WithCtx) and c.kind is not None:
+            return c.val
+    return None

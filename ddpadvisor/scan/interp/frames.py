@@ -165,6 +165,10 @@ class Frame:
     name: str = "<module>"
     returns: list[Val] = field(default_factory=list)
     yields: list[Val] = field(default_factory=list)
+    # Per ``yield``, the innermost context of known kind the generator's body holds open
+    # around it (a ``@contextmanager`` helper's ``with torch.amp.autocast(...): yield``), or
+    # None: what a ``with helper():`` enters.
+    yield_contexts: list[Val | None] = field(default_factory=list)
     # A method's frame: the class that defines it and the instance it runs on (``super()``).
     owner: ClassInfo | None = None
     self_val: Val | None = None

@@ -451,6 +451,17 @@ class Statements(WalkerCore):
             and 1 <= len(call.args) <= 2
         ):
             count_node = self.expand(call.args[-1], frame)
+        elif (
+            count is None
+            and isinstance(call, ast.Call)
+            and apis.last(ast.unparse(call.func)) == "islice"
+            and len(call.args) == 2
+            and isinstance(call.args[1], (ast.Name, ast.Constant))
+        ):
+            # ``for i, b in enumerate(islice(batches, accum))``: at most ``accum`` items, the
+            # micro-batches of one window taken from an iterator begun outside the loop
+            count = self.eval(call.args[1], frame, ctx)
+            count_node = self.expand(call.args[1], frame)
         loop = LoopCtx(
             stmt,
             label,
@@ -931,7 +942,12 @@ class Statements(WalkerCore):
         else:
             self.walk_block(fn.body, frame, inner)
         self.stack.pop()
-        if frame.yields:
+        entered = _yielded_context(frame, fn)
+        if entered is not None:
+            # ``@contextmanager def amp(**kw): with torch.amp.autocast(**kw): yield``: the
+            # caller's ``with amp(...):`` enters the context held open around the yield
+            result = entered
+        elif frame.yields:
             result = Val(kind="generator", items=(union(frame.yields),))
         else:
             result = union(frame.returns) if frame.returns else UNKNOWN
@@ -1216,6 +1232,36 @@ def _is_config_exec(stmt: ast.stmt) -> bool:
         and bool(call.args)
         and not isinstance(call.args[0], ast.Constant)
     )
+
+
+def _yielded_context(frame: Frame, fn: ast.AST) -> Val | None:
+    """What ``with helper():`` enters when ``helper`` is a ``@contextmanager`` generator that
+    yields only inside contexts of a known kind: that context, or the two that differ as
+    alternatives (one per path to a ``yield``). A helper that yields outside any such context
+    on some path (``if sync: yield else: with m.no_sync(): yield``) is left as it was."""
+    if not frame.yield_contexts or not _is_context_manager(fn):
+        return None
+    held = frame.yield_contexts
+    if any(v is None for v in held):
+        return None
+    distinct: list[Val] = []
+    for v in held:
+        if v is not None and all(reading(v) != reading(d) for d in distinct):
+            distinct.append(v)
+    if len(distinct) == 1:
+        return distinct[0]
+    test = ast.Name(id=f"<{getattr(fn, 'name', 'helper')} path>", ctx=ast.Load())
+    return Val(kind=V.ALTERNATIVES, items=(distinct[0], distinct[1]), node=test)
+
+
+def _is_context_manager(fn: ast.AST) -> bool:
+    """A generator function decorated with ``contextlib.contextmanager`` (or its async form)."""
+    for d in getattr(fn, "decorator_list", []):
+        target = d.func if isinstance(d, ast.Call) else d
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in ("contextmanager", "asynccontextmanager"):
+            return True
+    return False
 
 
 def _chosen_context(returns: list[Val], fn: ast.AST) -> Val | None:

@@ -28,6 +28,8 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
     a0 = args[0] if args else None
     obj = w.obj(recv)
 
+    if kind == SUBMITIT_EXECUTOR:
+        return _submitit_method(w, ev, method, frame, ctx)
     if (
         kind is None
         and recv.ref is None
@@ -146,6 +148,11 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
 
     # Tensors and numbers flowing out of the model or the data.
     base = recv.plain()
+    if method == "detach":
+        # the value is the same (a logged loss stays a loss), but no backward through it
+        # reaches the forwards it came from (``fwdof:``: a GAN's ``fake.detach()`` inside
+        # ``torch.cat([real, fake.detach()])`` ties the discriminator's loss to no generator)
+        return replace(base, taint=frozenset(t for t in base.taint if not t.startswith("fwdof:")))
     if method in TENSOR_SAME:
         return replace(base, taint=base.taint | ({V.ITEM} if method == "item" else set()))
     if method in ("sum", "nansum"):
@@ -191,6 +198,62 @@ def method_call(w: Walker, ev: Event, recv: Val, method: str, frame: Frame, ctx:
     if method in ("get", "getenv") and recv.canon == "os.environ" and a0 is not None and a0.known:
         return w._env(str(a0.const), args[1] if len(args) > 1 else None)
     return merge(recv.plain(), *args, *ev.kwargs.values())
+
+
+SUBMITIT_EXECUTOR = "submitit_executor"
+
+
+def _submitit_method(w: Walker, ev: Event, method: str, frame: Frame, ctx: Ctx) -> Val:
+    """A submitit executor: ``submit(fn, *args, **kwargs)`` runs ``fn(*args, **kwargs)`` in
+    every task of the job (a function, or an object of the project's class through its
+    ``__call__``); ``batch()`` is a context that only groups submissions. ``map_array`` runs one
+    job per element: read once, with an element of each iterable."""
+    if method == "batch":
+        return Val(kind=V.CTX_NULL)
+    if method not in ("submit", "map_array") or not ev.args:
+        return UNKNOWN
+    fn, rest = ev.args[0], list(ev.args[1:])
+    if method == "map_array":
+        rest = [w.element_of(a, None) for a in rest]
+    node = ev.node if isinstance(ev.node, ast.Call) else None
+    out = call_value(w, fn, rest, dict(ev.kwargs), node, frame, ctx)
+    if out is None:
+        w.warnings.append(
+            f"{ev.where}: the job submitted here runs code the scan cannot name; not followed"
+        )
+        return UNKNOWN
+    return out
+
+
+def call_value(
+    w: Walker,
+    fn: Val,
+    args: list[Val],
+    kwargs: dict[str, Val],
+    node: ast.Call | None,
+    frame: Frame,
+    ctx: Ctx,
+) -> Val | None:
+    """Call a callable value a launcher is handed (a function of the project, a bound method,
+    an object whose class defines ``__call__``, a ``partial`` of one); None when the scan
+    cannot read it."""
+    if fn.kind == V.PARTIAL and fn.items:
+        return call_value(
+            w, fn.items[0], [*fn.items[1:], *args], {**dict(fn.mapping or ()), **kwargs},
+            node, frame, ctx,
+        )  # fmt: skip
+    if fn.kind in (V.FUNCTION, V.LAMBDA) and isinstance(fn.const, FuncRef):
+        return w.inline(fn.const, args, kwargs, None, node, frame, ctx)
+    if fn.kind == "method" and isinstance(fn.const, FuncRef) and fn.items:
+        return w.inline(fn.const, args, kwargs, fn.items[0], node, frame, ctx)
+    obj = w.obj(fn)
+    info = obj.extra.get("class") if obj is not None else None
+    if isinstance(info, ClassInfo):
+        found = info.find_method("__call__")
+        if found is not None:
+            ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
+            return w.inline(ref, args, kwargs, fn, node, frame, ctx)
+    return None
 
 
 def _accelerator_method(w: Walker, ev: Event, recv: Val, method: str, frame: Frame) -> Val:

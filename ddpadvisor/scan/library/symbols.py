@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.interp.frames import ClassInfo, FuncRef
+from ddpadvisor.scan.interp.frames import ClassInfo, FuncRef, ModuleScope
 from ddpadvisor.scan.library.common import (
     DATASETS,
     FUNCTIONAL_LOSSES,
@@ -133,6 +133,15 @@ def getattr_(c: Call) -> Val | None:
     (``getattr(torchvision.models, args.arch)``) picks nothing: the run may name another."""
     args = c.args
     if len(args) < 2 or not args[1].known or args[1].taint & {V.ARGDEFAULT, V.UNBOUND}:
+        if len(args) >= 2 and args[0].kind == "module" and isinstance(args[0].const, ModuleScope):
+            # ``TrainerClass = getattr(trainers, config.loss.trainer)``: a class or function
+            # of the project picked by a name the run sets; which one is not read
+            node = c.node
+            picked = ast.unparse(node.args[1]) if len(node.args) >= 2 else "a name"
+            c.w.warnings.append(
+                f"{c.ev.where}: {args[0].const.module.label} member picked by {picked[:60]} "
+                "(the run's name); the code it names is not followed"
+            )
         return None
     got = c.w.attribute(args[0], str(args[1].const), c.frame)
     if got is UNKNOWN and len(args) >= 3:
@@ -610,13 +619,27 @@ def nn_module(c: Call) -> Val:
 
 @symbol("torch.multiprocessing.spawn", names=("spawn", "start_processes"))
 def spawn(c: Call) -> Val | None:
-    a0 = c.a0
+    """``mp.spawn(fn, args=(...))`` (or ``fn=`` by keyword): each process runs ``fn(rank,
+    *args)``; the walk reads it once, for a rank of the job."""
+    a0 = c.a0 if c.a0 is not None else c.ev.kwargs.get("fn")
     if a0 is None or a0.kind != V.FUNCTION or not isinstance(a0.const, FuncRef):
         return None
     extra = c.ev.kwargs.get("args")
     rest = list(extra.items) if extra is not None and extra.items is not None else []
     rank = Val(taint=frozenset({V.RANK}))
     return c.w.inline(a0.const, [rank, *rest], {}, None, None, c.frame, c.ctx)
+
+
+@symbol(
+    when=lambda canon, n: (
+        canon.startswith("submitit.")
+        and n in ("AutoExecutor", "SlurmExecutor", "LocalExecutor", "DebugExecutor")
+    )
+)
+def submitit_executor(c: Call) -> Val:
+    """A submitit executor: what it is handed by ``submit`` runs in each task of the job
+    (``library/methods.py``)."""
+    return Val(kind="submitit_executor")
 
 
 @symbol("fire.Fire", names=("Fire", "run", "cli", "CLI", "main"))

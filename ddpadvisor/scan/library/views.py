@@ -475,14 +475,24 @@ class HFTrainerView(FrameworkView):
         return None
 
     def shards_state(self) -> Said:
+        if self.training_args() is None:
+            return None
+        where = ""
+        unread: list[str] = []
         for key in ("fsdp", "deepspeed"):
             val, where = self.arg(key)
             if val is not None and val.known and val.const not in (None, "", False):
                 return Answer(True, where, f"TrainingArguments({key}=…)")
-        val, where = self.arg("fsdp")
-        if val is not None and ("default" in val.taint or val.known):
-            return Answer(False, where, "TrainingArguments without fsdp/deepspeed")
-        return None
+            if val is None or not (val.known or "default" in val.taint):
+                unread.append(key)  # a command-line value (``deepspeed=args.deepspeed``)
+        if unread:
+            # Either key set from the run's options may name a ZeRO config or an FSDP policy:
+            # the other key's absence decides nothing.
+            return Open(
+                f"{where}: TrainingArguments({', '.join(unread)}=…) comes from the run's "
+                "options; uses_fsdp_or_zero not decided"
+            )
+        return Answer(False, where, "TrainingArguments without fsdp/deepspeed")
 
     def compiles(self) -> Said:
         val, where = self.arg("torch_compile")

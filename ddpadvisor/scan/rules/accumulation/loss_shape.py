@@ -13,9 +13,13 @@ from ddpadvisor.scan.source import Module
 from ddpadvisor.scan.values import Val
 
 
-def _token_signals(rc: RuleContext) -> list[str]:
-    """Padding, label masking or token-count plumbing anywhere in the scanned files."""
+def _token_signals(rc: RuleContext, dropped: list[str] | None = None) -> list[str]:
+    """Padding, label masking or token-count plumbing anywhere in the scanned files, outside
+    functions that run without gradients (``@torch.no_grad() def evaluation(...)``: how an
+    evaluation pads its texts says nothing about the training batches). ``dropped`` collects
+    the signals left out for that reason."""
     found: list[tuple[str, int]] = []
+    no_grad = rc.a.no_grad_functions
     modules = [rc.walk.sources.main, *rc.walk.sources.modules.values()]
     ran_funcs = {(c.file, c.line) for e in rc.a.events for c in e.ctx if isinstance(c, FuncCtx)}
     for m in modules:
@@ -39,7 +43,12 @@ def _token_signals(rc: RuleContext) -> list[str]:
         # (``pad_token_id`` is not one: nearly every tokenizer or LM config names a pad token,
         # padded batches show as padding=, a collator, an attention mask or -100 labels.)
         out.extend((m.label, a.lineno) for a in idx.attrs if a.attr == "attention_mask")
-        out.extend((m.label, u.lineno) for u in idx.neg100)
+        model_inits = _model_constructors(rc, m)
+        out.extend(
+            (m.label, u.lineno)
+            for u in idx.neg100
+            if not any(lo <= u.lineno <= hi for lo, hi in model_inits)
+        )
         out.extend((m.label, line) for line in _masked_with_ignore_index(m))
         out.extend((m.label, line) for line in _mask_normalised(m))
         if m is not rc.walk.sources.main:
@@ -47,9 +56,40 @@ def _token_signals(rc: RuleContext) -> list[str]:
             # audio tower's padding says nothing about an image model's batches).
             ran = _ran_lines(ran_funcs, m)
             out = [w for w in out if ran(w[1])]
-        found.extend(out)
+        kept = [w for w in out if not _inside_any(m, w[1], no_grad)]
+        if dropped is not None:
+            dropped.extend(f"{f}:{line}" for f, line in out if (f, line) not in kept)
+        found.extend(kept)
     found.sort(key=lambda w: (w[0] != rc.label, w[1]))
     return [f"{f}:{line}" for f, line in found]
+
+
+def _model_constructors(rc: RuleContext, m: Module) -> list[tuple[int, int]]:
+    """Line spans of the ``__init__`` of the module's model classes (over ``nn.Module``): a
+    -100 there fills a model's state (a queue of example ids starting empty), never a batch's
+    labels, which are masked in the data pipeline or the step."""
+    out = []
+    for info in rc.walk.classes:
+        if info.scope.module.label != m.label or info.object_kind() != V.MODEL:
+            continue
+        init = info.methods.get("__init__")
+        if init is not None:
+            out.append((init.lineno, init.end_lineno or init.lineno))
+    return out
+
+
+def _inside_any(m: Module, line: int, funcs: set[tuple[str, int]]) -> bool:
+    """Whether ``line`` of ``m`` sits inside one of the functions ``funcs`` (by definition
+    line) as its innermost enclosing function."""
+    spans = [
+        (n.lineno, n.end_lineno or n.lineno)
+        for n in ast.walk(m.tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
+    if not spans:
+        return False
+    return (m.label, max(spans)[0]) in funcs
 
 
 def _masked_with_ignore_index(m: Module) -> list[int]:
@@ -170,7 +210,16 @@ def loss_shape(rc: RuleContext) -> None:
             )
         elif V.MEAN_RED in loss.taint:
             rc.emit("loss_reduction", "mean", b.where, "loss is a mean over the batch")
-    signals = _token_signals(rc)
+    dropped: list[str] = []
+    signals = _token_signals(rc, dropped)
+    if not signals and dropped:
+        # only an evaluation (run without gradients) pads or masks its texts: the training
+        # batches may or may not; neither value is read
+        rc.warn(
+            f"{dropped[0]}: padding only in code that runs without gradients (an evaluation); "
+            "variable-length sequences not decided"
+        )
+        return
     tokenized = (
         signals
         or any(o.canon == "tokenizer" or "Tokenizer" in o.canon for o in a.objects.values())

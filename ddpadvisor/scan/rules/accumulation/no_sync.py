@@ -139,13 +139,15 @@ def no_sync(rc: RuleContext) -> None:
     bad: str | None = None
     for i in sorted(win.boundaries):
         ran = False
+        running: list[Event] = []
         for f in fwds:
             runs = a.runs_at(f, i, win)
             if runs is None:
                 rc.warn(f"{f.where}: cannot tell which micro-step this forward runs in")
                 return
-            if not runs:
-                continue
+            if runs:
+                running.append(f)
+        for f in _last_per_model(running):
             ran = True
             synced, where = a.synced_at(f, i, win)
             if synced is None:
@@ -225,3 +227,18 @@ def _toggled(e: Event) -> bool:
     """``x.require_backward_grad_sync = <test>``: the sync is skipped only on the micro-steps
     where the test fails, not on every one."""
     return e.kind == "assign" and not (e.value is not None and e.value.known)
+
+
+def _last_per_model(fwds: list[Event]) -> list[Event]:
+    """Of the DDP forwards that run in one micro-step, the last one of each model: its
+    backward is the one that all-reduces, and it carries the gradients earlier backwards left
+    under no_sync (FGM's clean pass under no_sync, then the adversarial pass that syncs)."""
+    last: dict[str, Event] = {}
+    for f in sorted(fwds, key=lambda e: e.seq):
+        tail = f":{f.seq}"
+        own = [
+            t for t in (f.result.taint if f.result is not None else ()) if t.startswith("fwdof:")
+        ]
+        model = next((t[: -len(tail)] for t in own if t.endswith(tail)), f"seq:{f.seq}")
+        last[model] = f
+    return sorted(last.values(), key=lambda e: e.seq)

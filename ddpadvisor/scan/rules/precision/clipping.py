@@ -135,6 +135,8 @@ def clipping(rc: RuleContext) -> None:
         if unseen:
             rc.warn(f"{unseen[0]}: gradient clipping in code the scan did not follow; not decided")
             return
+        if opt is not None and _optimizer_clips(rc, opt):
+            return
         if a.main_backward is not None and step is not None:
             rc.emit(
                 "uses_grad_clipping",
@@ -169,6 +171,33 @@ def clipping(rc: RuleContext) -> None:
         rc.warn(f"{clip.where}: {clip.name}() clips when its threshold is set; not decided")
         return
     rc.emit("uses_grad_clipping", True, clip.where, f"gradients clipped ({clip.where})")
+
+
+def _optimizer_clips(rc: RuleContext, opt: V.Obj) -> bool:
+    """An optimizer built with a clipping keyword (``ScaledAdam(..., clipping_scale=2.0)``,
+    an Adafactor's ``clip_threshold``) clips inside its own ``step``, which the walk does not
+    read when ``scaler.step(opt)`` or a library runs it. True when that decided the fact (or
+    left it open with a warning)."""
+    keys = [k for k in opt.kwargs if "clip" in k.lower()]
+    if not keys:
+        return False
+    val = opt.kwargs[keys[0]]
+    if val.known and V.ARGDEFAULT in val.taint:
+        on = val.const is not None and val.const is not False and val.const != 0
+        rc.cli_default("uses_grad_clipping", on, opt.where)
+        return True
+    if not val.known:
+        rc.warn(f"{opt.where}: the optimizer clips when its {keys[0]} is set; not decided")
+        return True
+    if val.const is None or val.const is False or val.const == 0:
+        return False
+    rc.emit(
+        "uses_grad_clipping",
+        True,
+        opt.where,
+        f"the optimizer clips in its step ({keys[0]}={val.const!r})",
+    )
+    return True
 
 
 def _structural(rc: RuleContext, c: CondCtx) -> bool:
