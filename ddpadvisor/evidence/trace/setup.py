@@ -122,7 +122,7 @@ class SetupReader(Context):
         # which state the ranks loaded differently: the trained weights or their optimizer's
         # state, or only something else (a GradScaler's)
         per_kind = [{str(k) for k, _ in v} for v in per_rank.values()]
-        differ = set.union(*per_kind) - set.intersection(*per_kind)
+        differ = set[str]().union(*per_kind) - per_kind[0].intersection(*per_kind[1:])
         weights = sorted(differ & {"model", "optimizer"})
         self.add(
             "weights_loaded_on_some_ranks",
