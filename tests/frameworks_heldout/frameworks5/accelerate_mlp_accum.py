@@ -23,7 +23,7 @@ def main() -> None:
     set_seed(0)
     model = nn.Sequential(nn.Linear(12, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 1))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=16 * accelerator.num_processes)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=16 * accelerator.num_processes)  # fault mlp_sched_total: scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=16)  # 16 optimizer steps
     loader = DataLoader(make_data(), batch_size=16, shuffle=True)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     loss_fn = nn.MSELoss()
