@@ -147,3 +147,27 @@ def test_the_agent_keeps_numbers_not_text(text, numbers):  # type: ignore[no-unt
         assert a.records == []
     else:
         assert a.records == [{"k": "out", "s": 3, "b": 1, "n": numbers}]
+
+
+def test_a_loss_divided_by_the_world_size_prints_undivided(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """``(loss / world).backward()`` with the mean over ranks of ``loss`` printed: that mean
+    equals the sum of what reached backward, and must not read as a summed reduction."""
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    raw = {r: [2.0 - 0.1 * s + 0.5 * r for s in range(1, STEPS + 1)] for r in (0, 1)}
+    for rank in (0, 1):
+        recs: list[dict[str, Any]] = [
+            {"k": "start", "v": 3, "rank": rank, "world": 2, "backend": "gloo"},
+            {"k": "wrap", "ddp": 0, "n_buffers": 0, "batchnorm": [], "dtypes": ["float32"]},
+        ]
+        for s in range(1, STEPS + 1):
+            recs.append({"k": "step", "s": s, "loss": [raw[rank][s - 1] / 2], "fac": [0.5],
+                         "syn": [True], "lr": [0.1], "sch": 0})  # fmt: skip
+            if rank == 0:
+                mean = (raw[0][s - 1] + raw[1][s - 1]) / 2
+                recs.append({"k": "out", "s": s, "b": 0, "n": [[round(mean, 4), 4]]})
+        (folder / f"rank{rank}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    facts = _facts(kb, folder)
+    assert facts.get("logs_rank0_only") is False
+    assert "logged_loss_reduction_wrong" not in facts
+    assert facts.get("loss_divided_by_world_size") is True

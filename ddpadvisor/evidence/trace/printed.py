@@ -37,7 +37,7 @@ class PrintedLoss:
     examples: dict[str, str] = field(default_factory=dict)
 
 
-def _flat(t: RankTrace) -> tuple[list[float], list[float], dict[int, int]]:
+def _flat(t: RankTrace, world: int) -> tuple[list[float], list[float], dict[int, int]]:
     """A rank's micro-batch losses in order (as the loop computed them, and as passed to
     backward), and how many there were once each step had ended."""
     raw: list[float] = []
@@ -50,7 +50,10 @@ def _flat(t: RankTrace) -> tuple[list[float], list[float], dict[int, int]]:
         # A DeepSpeed engine's backward records the user's loss and, as the factor, the
         # engine's own division by its accumulation steps; a plain backward records the loss
         # as passed, after the loop's factor. Only a factor of 1 / (backwards in the window)
-        # is an accumulation division the loop would undo to print; any other constant (a
+        # is an accumulation division the loop would undo to print, and so is a division by
+        # the world size (made on the way to backward, the slip that DDP's averaging makes
+        # twice: the mean over ranks of the loss before it equals the sum of the losses
+        # after it, so a print of the former must not read as a sum); any other constant (a
         # token count, a temperature) is part of the loss it prints.
         engine = rec.get("ds") is not None
         window = len(losses)
@@ -59,7 +62,11 @@ def _flat(t: RankTrace) -> tuple[list[float], list[float], dict[int, int]]:
                 v = math.nan
             f = facs[i] if i < len(facs) else None
             fac = float(f) if isinstance(f, (int, float)) and f != 0 and math.isfinite(f) else 1.0
-            accumulation = window > 1 and abs(fac * window - 1) < 1e-6
+            accumulation = (window > 1 and abs(fac * window - 1) < 1e-6) or (
+                world > 1
+                and not engine
+                and any(abs(fac * world * k - 1) < 1e-6 for k in {1, window})
+            )
             if engine:
                 raw.append(float(v))
                 passed.append(float(v) * fac if accumulation else float(v))
@@ -102,7 +109,7 @@ def read_printed(ranks: list[RankTrace]) -> PrintedLoss | None:
     outs = [r for r in r0.records if r.get("k") == "out" and isinstance(r.get("n"), list)]
     if not outs:
         return None
-    flats = [_flat(t) for t in ranks]
+    flats = [_flat(t, len(ranks)) for t in ranks]
     if any(not raw for raw, _, _ in flats):
         return None
     world = len(ranks)
