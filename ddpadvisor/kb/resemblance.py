@@ -61,9 +61,11 @@ def account(kb: KnowledgeBase, cause: Cause) -> list[str]:
         value = (cause.zh or {}).get(zh_field)
         if isinstance(value, str):
             out.append(value)
-    out.extend(link.why for link in cause.evidence if link.why)
+    # a cause's modes' links are part of its account (their titles only label the modes)
+    links = [*cause.evidence, *(link for mode in cause.modes for link in mode.evidence)]
+    out.extend(link.why for link in links if link.why)
     out.extend(ref.note for ref in cause.references if ref.note)
-    for link in cause.evidence:
+    for link in links:
         # a fact the cause forces outright names what a reporter of it sees or did
         fact = kb.facts.get(link.fact)
         strong = (
