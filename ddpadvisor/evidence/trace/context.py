@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections import Counter
 from collections.abc import Callable
 from functools import cached_property
@@ -143,19 +145,21 @@ class Context:
         evaluation) is not, and then no sampler is known to feed the training."""
         score: Counter[int] = Counter()
         epochs = sorted(t.epochs, key=lambda e: e.get("it", 0))
-        last_step = max(t.steps) if t.steps else 0
-        first_step = min(t.steps) if t.steps else 0
+        order = sorted(t.steps)
+        last_step = order[-1] if order else 0
+        first_step = order[0] if order else 0
+        # the agent's clock at each step (steps are written in time order): the last step
+        # taken before an iteration ran out is found by bisection, not by a scan per epoch
+        times = list(itertools.accumulate((_clock(t.steps[s].get("t")) for s in order), max))
         for i, ep in enumerate(epochs):
             begin = int(ep.get("s") or 0)
             end = int(epochs[i + 1].get("s", last_step) if i + 1 < len(epochs) else last_step)
             ran_out = ep.get("end_t")
             if isinstance(ran_out, (int, float)):
-                seen = sum(
-                    1
-                    for s, rec in t.steps.items()
-                    if begin < s <= end
-                    and not (isinstance(rec.get("t"), (int, float)) and rec["t"] > ran_out)
-                )
+                lo = bisect.bisect_right(order, begin)
+                hi = bisect.bisect_right(order, end)
+                cut = bisect.bisect_right(times, float(ran_out), lo, hi)
+                seen = cut - lo
             else:
                 seen = max(0, end - begin)
             score[int(ep.get("sampler", 0))] += seen
@@ -170,3 +174,8 @@ class Context:
                 key=lambda k: sum(len(e["indices"]) for e in early if e.get("sampler") == k),
             )
         return max(score, key=lambda k: score[k])
+
+
+def _clock(value: object) -> float:
+    """A record's time on the agent's clock; one without a time counts as before any end."""
+    return float(value) if isinstance(value, (int, float)) else float("-inf")
