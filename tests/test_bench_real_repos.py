@@ -57,40 +57,16 @@ def test_the_second_batch_is_held_out_whatever_the_hash_says(
         real_repos.load_case(bad)
 
 
-def test_the_third_batch_is_held_out_and_new(cases: list) -> None:  # type: ignore[type-arg]
-    third = [c for c in cases if c.batch == 3]
-    assert len(third) >= 10
-    assert sum(c.llm for c in third) >= 5
-    assert all(c.part == "held_out" for c in third)
-    assert not {c.repo for c in third} & {c.repo for c in cases if c.batch != 3}
-    assert any(not real_repos.held_out(c.repo) for c in third)  # held out whatever the hash says
-
-
-def test_the_fourth_batch_is_held_out_and_new(cases: list) -> None:  # type: ignore[type-arg]
-    fourth = [c for c in cases if c.batch == 4]
-    assert len(fourth) >= 10
-    assert sum(c.llm for c in fourth) >= 4
-    assert all(c.part == "held_out" for c in fourth)
-    assert not {c.repo for c in fourth} & {c.repo for c in cases if c.batch != 4}
-    assert any(not real_repos.held_out(c.repo) for c in fourth)  # held out whatever the hash says
-
-
-def test_the_fifth_batch_is_held_out_and_new(cases: list) -> None:  # type: ignore[type-arg]
-    fifth = [c for c in cases if c.batch == 5]
-    assert len(fifth) >= 10
-    assert sum(c.llm for c in fifth) >= 5
-    assert all(c.part == "held_out" for c in fifth)
-    assert not {c.repo for c in fifth} & {c.repo for c in cases if c.batch != 5}
-    assert any(not real_repos.held_out(c.repo) for c in fifth)  # held out whatever the hash says
-
-
-def test_the_sixth_batch_is_held_out_and_new(cases: list) -> None:  # type: ignore[type-arg]
-    sixth = [c for c in cases if c.batch == 6]
-    assert len(sixth) >= 10
-    assert sum(c.llm for c in sixth) >= 5
-    assert all(c.part == "held_out" for c in sixth)
-    assert not {c.repo for c in sixth} & {c.repo for c in cases if c.batch != 6}
-    assert any(not real_repos.held_out(c.repo) for c in sixth)  # held out whatever the hash says
+@pytest.mark.parametrize(("batch", "llm"), [(3, 5), (4, 4), (5, 5), (6, 5)])
+def test_a_later_batch_is_held_out_and_new(cases: list, batch: int, llm: int) -> None:  # type: ignore[type-arg]
+    """Batches 3 to 6: at least 10 repositories, ``llm`` of them LLM stacks, all held out
+    (whatever the hash says), none shared with another batch."""
+    mine = [c for c in cases if c.batch == batch]
+    assert len(mine) >= 10
+    assert sum(c.llm for c in mine) >= llm
+    assert all(c.part == "held_out" for c in mine)
+    assert not {c.repo for c in mine} & {c.repo for c in cases if c.batch != batch}
+    assert any(not real_repos.held_out(c.repo) for c in mine)  # held out whatever the hash says
 
 
 def test_every_truth_names_where_it_was_read(cases: list) -> None:  # type: ignore[type-arg]
