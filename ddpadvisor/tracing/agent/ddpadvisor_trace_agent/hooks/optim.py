@@ -88,7 +88,7 @@ def install() -> None:
                         a.sched_total += 1
                     key = f"sched{id(self)}"
                     if key not in a.seen_cfg:
-                        a.safe("sched", a.cfg, key, _sched_record(self, sys._getframe(1)))
+                        a.safe("sched", a.cfg, key, _sched_record(self, sys._getframe(1), mine))
                         a.sched_plans[key] = [type(self).__name__, _planned_steps(self), 0, 0]
                     plan = a.sched_plans.get(key)
                     if plan is not None:
@@ -117,15 +117,13 @@ def install() -> None:
         _wrap(cls, "step", f"sched_step.{cls.__name__}", make_sched)
 
 
-def _sched_record(s: Any, caller: Any) -> dict[str, Any]:
+def _sched_record(s: Any, caller: Any, mine: bool) -> dict[str, Any]:
     """The scheduler, and who calls its ``step`` (``module.Qualified.name``): a framework's
     wrapper (accelerate's ``AcceleratedScheduler.step``) may step it several times per call by
     design, which the reader must know to count the schedule right."""
     code = caller.f_code
     name = getattr(code, "co_qualname", code.co_name)
     by = f"{caller.f_globals.get('__name__', '?')}.{name}"
-    a = rt.AGENT
-    mine = _is_primary_opt(s) or (a is not None and a.primary is None)
     return {"k": "sched", "cls": type(s).__name__, "primary": mine, "by": by}
 
 
