@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ddpadvisor.evidence.trace import read_trace
+from ddpadvisor.evidence.trace import printed, read_trace
 from ddpadvisor.tracing.agent.ddpadvisor_trace_agent.hooks import output
 
 # Two ranks, 8 steps of two micro-batches each; rank 1's losses stand 0.5 above rank 0's.
@@ -171,3 +171,24 @@ def test_a_loss_divided_by_the_world_size_prints_undivided(tmp_path, kb):  # typ
     assert facts.get("logs_rank0_only") is False
     assert "logged_loss_reduction_wrong" not in facts
     assert facts.get("loss_divided_by_world_size") is True
+
+
+def test_a_print_reads_as_the_reading_it_fits_best() -> None:
+    """3.3515 printed to 4 decimals: rank 0's own step mean (3.35150) fits it exactly; the
+    mean over ranks of the last micro-batch (3.35313) lies inside the loose tolerance kept for
+    float32 sums and bf16 losses, but not within the printed precision of the best fit."""
+    kinds = [("own", [("step", 3.35150)]), ("mean", [("last", 3.35313)]), ("sum", [])]
+    assert set(printed._nearest(3.3515, 4, kinds)) == {"own"}
+    # two readings the print cannot tell apart both stay
+    kinds = [("own", [("step", 3.35150)]), ("mean", [("last", 3.35153)])]
+    assert set(printed._nearest(3.3515, 4, kinds)) == {"own", "mean"}
+    assert printed._nearest(9.0, 4, kinds) == {}
+
+
+@pytest.mark.parametrize(
+    ("own", "mean", "rank0_only"),
+    [(5, 1, True), (11, 1, True), (1, 6, False), (3, 2, None), (1, 0, None), (0, 2, False)],
+)
+def test_a_chance_fit_does_not_cancel_a_whole_log(own, mean, rank0_only) -> None:  # type: ignore[no-untyped-def]
+    p = printed.PrintedLoss(prints=own + mean, own=own, mean=mean)
+    assert printed.verdict(p)["logs_rank0_only"] is rank0_only

@@ -23,6 +23,7 @@ from ddpadvisor.evidence.trace.load import RankTrace
 
 REL_TOL = 2e-3  # float32 running sums and bf16 losses against the agent's float32 copies
 MIN_PRINTS = 2  # prints that must agree before the log's reading is stated
+MOST = 0.75  # the share of the competing prints a reading must hold to be stated
 
 
 @dataclass
@@ -100,6 +101,32 @@ def _close(printed: float, decimals: int, value: float) -> bool:
     return abs(printed - value) <= tol
 
 
+def _nearest(
+    value: float, decimals: int, kinds: list[tuple[str, list[tuple[str, float]]]]
+) -> dict[str, tuple[str, float, float]]:
+    """The readings a printed number is: of those within tolerance, the kinds whose closest
+    candidate is as close as the best one to the printed precision. A loose match (a float32
+    running sum, a bf16 loss) counts only where no reading fits the print exactly: over a run
+    of prints some reading of another kind falls within the loose tolerance by chance."""
+    unit = 0.5 * 10.0**-decimals if decimals >= 0 else 0.0
+    best: dict[str, tuple[float, str, float]] = {}
+    for kind, cands in kinds:
+        for name, c in cands:
+            if not _close(value, decimals, c):
+                continue
+            err = abs(value - c)
+            if kind not in best or err < best[kind][0]:
+                best[kind] = (err, name, c)
+    if not best:
+        return {}
+    closest = min(err for err, _, _ in best.values())
+    return {
+        kind: (name, value, c)
+        for kind, (err, name, c) in best.items()
+        if err <= closest + unit + 1e-12
+    }
+
+
 def read_printed(ranks: list[RankTrace]) -> PrintedLoss | None:
     """Rank 0's prints against its own, the ranks' mean and summed losses (None: no prints,
     one rank, or losses not recorded on every rank)."""
@@ -164,10 +191,9 @@ def read_printed(ranks: list[RankTrace]) -> PrintedLoss | None:
                 continue
             if decimals == 0 or not math.isfinite(value) or value == 0:
                 continue
-            for kind, cands in [*candidates.items(), ("divided", divided)]:
-                for name, c in cands:
-                    if kind not in hits and _close(value, decimals, c):
-                        hits[kind] = (name, float(value), c)
+            found = _nearest(float(value), decimals, [*candidates.items(), ("divided", divided)])
+            for kind, hit in found.items():
+                hits.setdefault(kind, hit)
             if "own" in hits and "mean" not in hits:
                 # rank 0's own value counts only where the mean over ranks differs from it
                 # by more than the printed precision
@@ -202,12 +228,19 @@ def verdict(p: PrintedLoss) -> dict[str, Any]:
     """The facts the prints decide: keys ``logs_rank0_only`` and ``reduction`` ("summed",
     "divided" or None), each None when the prints do not decide it."""
     out: dict[str, Any] = {"logs_rank0_only": None, "reduction": None}
-    if p.own >= MIN_PRINTS and p.mean == 0 and p.summed == 0:
+    if _most(p.own, p.own + p.mean + p.summed):
         out["logs_rank0_only"] = True
-    elif p.mean >= MIN_PRINTS and p.own == 0:
+    elif _most(p.mean, p.own + p.mean):
         out["logs_rank0_only"] = False
-    if p.summed >= MIN_PRINTS and p.mean == 0:
+    if _most(p.summed, p.summed + p.mean):
         out["reduction"] = "summed"
-    elif p.divided >= MIN_PRINTS and p.mean == 0 and p.own == 0:
+    elif _most(p.divided, p.divided + p.mean + p.own):
         out["reduction"] = "divided"
     return out
+
+
+def _most(count: int, among: int) -> bool:
+    """A reading decides when at least MIN_PRINTS prints show it and they are at least
+    MOST of the prints it competes with: a print a rival reading fits by chance (two numbers
+    a few thousandths apart) does not cancel a whole log."""
+    return count >= MIN_PRINTS and count >= MOST * among
