@@ -55,9 +55,15 @@ class SetupReader(Context):
             self.add("uses_torch_compile", compiled)
         opt = r0.first("opt")
         if opt is not None:
-            cls = str(opt.get("cls", ""))
+            outer = str(opt.get("cls", ""))
+            inner = opt.get("inner")
+            # a wrapper (ZeroRedundancyOptimizer, a Lookahead) steps the optimizer it holds:
+            # that one's update rule is the run's
+            cls = str(inner) if isinstance(inner, str) and inner else outer
             family = "adam" if "adam" in cls.lower() else "sgd" if cls == "SGD" else "other"
-            self.add("optimizer_family", family, detail=f"{cls}")
+            self.add(
+                "optimizer_family", family, detail=cls if cls == outer else f"{cls} in {outer}"
+            )
             betas = (opt.get("hp") or {}).get("betas")
             if family == "adam" and isinstance(betas, list) and len(betas) == 2:
                 self.add("adam_beta2", float(betas[1]), detail=f"{cls} betas={betas}")

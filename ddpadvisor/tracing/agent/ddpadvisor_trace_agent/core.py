@@ -1218,7 +1218,7 @@ def _optimizer_record(opt: Any) -> dict[str, Any]:
         if key in g:
             value = g[key]
             keep[key] = rt.tolist(value) if isinstance(value, torch.Tensor) else value
-    return {
+    rec = {
         "k": "opt",
         "cls": type(opt).__name__,
         "module": type(opt).__module__,
@@ -1226,6 +1226,38 @@ def _optimizer_record(opt: Any) -> dict[str, Any]:
         "n_params": sum(len(gr["params"]) for gr in opt.param_groups),
         "hp": keep,
     }
+    inner = _inner_optimizer(opt)
+    if inner is not None:
+        rec["inner"] = type(inner).__name__
+    return rec
+
+
+# Where a wrapper keeps the optimizer it steps: ZeroRedundancyOptimizer's ``optim`` (built
+# from ``optimizer_class``, torch/distributed/optim/zero_redundancy_optimizer.py),
+# accelerate's AcceleratedOptimizer and DeepSpeed's ZeRO optimizers' ``optimizer``, the
+# ``base_optimizer`` of Lookahead and SAM-style wrappers.
+INNER_ATTRS = ("optim", "optimizer", "base_optimizer")
+
+
+def _inner_optimizer(opt: Any) -> Any:
+    """The innermost optimizer a wrapper steps (at most three levels down), read from the
+    instances' own attributes (no property runs); None when ``opt`` wraps none."""
+    inner = None
+    current = opt
+    for _ in range(3):
+        own = getattr(current, "__dict__", None) or {}
+        found = next(
+            (
+                v
+                for v in (own.get(a) for a in INNER_ATTRS)
+                if isinstance(v, torch.optim.Optimizer) and v is not current
+            ),
+            None,
+        )
+        if found is None:
+            break
+        inner = current = found
+    return inner
 
 
 def _ddp_pre_forward(ddp: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

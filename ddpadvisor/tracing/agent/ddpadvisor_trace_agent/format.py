@@ -143,7 +143,7 @@ KINDS: dict[str, dict[str, str]] = {
         "n_params": "int",
         "dtypes": "list[str]",
     },
-    "opt": {"cls": "str", "hp": "dict", "groups": "int", "n_params": "int"},
+    "opt": {"cls": "str", "hp": "dict", "groups": "int", "n_params": "int", "inner": "str?"},
     "sched": {"cls": "str", "primary": "bool", "by": "str"},
     "load": {"kind": "str", "cls": "str", "after_wrap": "bool", "wrapped": "bool", "s": "int"},
     "reg": {"kind": "str", "name": "str", "cls": "str", "s": "int"},
