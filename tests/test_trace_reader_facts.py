@@ -432,6 +432,10 @@ KEPT = {0: [4, 30, 6, 28, 5], 1: [29, 5, 31, 4, 30]}
         # summed, over the targets of both ranks, not multiplied back (DDP divides again)
         ("s", {s + 1: 1 / (KEPT[0][s] + KEPT[1][s]) for s in range(5)}, True),
         ("s", 0.01, None),  # divided by something else: not said
+        # unreduced ("none", class weights allowed), summed by the loop, over the global
+        # count and not multiplied back: the same as a summed loss
+        ("n", {s + 1: 1 / (KEPT[0][s] + KEPT[1][s]) for s in range(5)}, True),
+        ("n", 1.0, None),  # its mean over every position: no count to read
     ],
 )
 def test_what_a_token_loss_is_divided_by(tmp_path, kb, reduction, factor, normalised):  # type: ignore[no-untyped-def]
@@ -541,7 +545,8 @@ def _window_trace(divisor: str) -> dict[int, list[dict[str, Any]]]:
     """Two micro-batches per optimizer step on each of two ranks, each summed loss divided by
     a count: ``window`` the window's targets on both ranks times the world size, ``micro`` this
     micro-batch's targets on both ranks (times the world size, over the window length),
-    ``own`` this rank's own window count."""
+    ``own`` this rank's own window count, ``own_micro`` this rank's own micro-batch count (over
+the window length)."""
     per_rank: dict[int, list[dict[str, Any]]] = {}
     for rank in (0, 1):
         recs: list[dict[str, Any]] = [_start(rank), _wrap()]
@@ -551,6 +556,8 @@ def _window_trace(divisor: str) -> dict[int, list[dict[str, Any]]]:
                 fac = [2 / sum(both)] * 2
             elif divisor == "micro":
                 fac = [2 / (n * 2) for n in both]
+            elif divisor == "own_micro":  # rank 0's own micro-batch count, over the window
+                fac = [1 / (n * 2) for n in WINDOWS[0][s - 1]]
             else:
                 fac = [1 / sum(WINDOWS[0][s - 1])] * 2  # rank 0's factors are the ones read
             step = _step(s, [[float(s), float(rank)]])
@@ -569,6 +576,9 @@ def _window_trace(divisor: str) -> dict[int, list[dict[str, Any]]]:
         # micro-batch counts on both ranks 34/36, 35/29, 15/55, 18/23: 55/15 at the 90th pct
         ("micro", False, None, (3.6, 3.7)),
         ("own", False, (1.1, 3.0), None),
+        # each micro-batch over its own count on its rank: both weights unequal; rank 0's
+        # window [4, 30] gives 7.5 at the 90th percentile of both ranks' windows
+        ("own_micro", False, (1.1, 3.0), (7.4, 7.6)),
     ],
 )
 def test_how_unequally_a_divisor_weighs_the_targets(  # type: ignore[no-untyped-def]
@@ -634,3 +644,4 @@ def test_an_evaluation_loader_is_not_taken_for_the_training_sampler(tmp_path, kb
         ranks[r] = [rec for rec in ranks[r] if rec["k"] != "idx"]
     f = _facts(kb, _write(tmp_path / "train", ranks))
     assert f["uses_distributed_sampler"].value is True
+

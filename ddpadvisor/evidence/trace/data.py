@@ -162,7 +162,9 @@ class DataReader(Context):
                 detail=f"every one of {len(calls)} loss calls kept all its targets",
             )
             return
-        if all(c[2] == "s" for c in calls):
+        # an unreduced loss ("none") summed by the loop, then divided, reads as a summed one;
+        # its mean (or any reduction by a count tensor) leaves no constant divisor to read
+        if all(c[2] in ("s", "n") for c in calls):
             self._summed_loss_divisor(p90)
             return
         if worst <= 1 or any(c[2] != "m" for c in calls):
@@ -228,8 +230,13 @@ class DataReader(Context):
                     "window_only": world > 1 and _near(f * window, 1),
                     "micro": n > 1
                     and any(_near(f * micro_counts[i] * a, m) for a in (1, n) for m in (1, world)),
-                    "own": any(_near(f * c, 1) for c in (mine[i], sum(mine), mine[i] * n)),
+                    "own": _near(f * sum(mine), 1),
+                    # this micro-batch's own count on this rank (divided by the window's
+                    # length too where the loop or the Trainer divides for accumulation)
+                    "own_micro": n > 1 and any(_near(f * c, 1) for c in (mine[i], mine[i] * n)),
                 }
+                if n == 1:
+                    by["own"] = by["own"] or _near(f * mine[i], 1)
                 fits = [k for k, v in by.items() if v]
                 if len(fits) != 1:
                     # two micro-batches on two ranks: this micro-batch's count on all ranks and
@@ -266,6 +273,18 @@ class DataReader(Context):
                 self._weight_ratio(
                     "micro_batch_token_weight_ratio", micro_spreads[at90], "micro-batches"
                 )
+            return
+        if verdicts[0] == "own_micro":
+            detail = (
+                "the summed loss of each micro-batch is divided by this rank's own count of "
+                "kept targets in that micro-batch: neither the ranks nor the micro-batches of "
+                "a step weigh their targets alike"
+            )
+            self.add("loss_normalised_by_global_tokens", False, detail=detail)
+            self._weight_ratio("rank_token_weight_ratio", p90, "ranks")
+            micro = self._micro_spread()
+            if micro is not None:
+                self._weight_ratio("micro_batch_token_weight_ratio", micro, "micro-batches")
             return
         detail = "the summed loss is divided by this rank's own count of kept targets"
         self.add("loss_normalised_by_global_tokens", False, detail=detail)

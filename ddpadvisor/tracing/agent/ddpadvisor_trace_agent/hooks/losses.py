@@ -56,12 +56,14 @@ def _record(a: Agent, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     # (input, target, weight, size_average, ignore_index, reduce, reduction): both functions
     weight = kwargs.get("weight", args[2] if len(args) > 2 else None)
     legacy = [kwargs.get(k, args[i] if len(args) > i else None) for k, i in LEGACY]
-    if weight is not None or any(x is not None for x in legacy):
-        return  # a weighted mean divides by the weights' sum; legacy flags: not read
+    if any(x is not None for x in legacy):
+        return  # legacy flags: not read
     ignore = kwargs.get("ignore_index", args[4] if len(args) > 4 else -100)
     reduction = kwargs.get("reduction", args[6] if len(args) > 6 else "mean")
     if not isinstance(ignore, int) or reduction not in REDUCTIONS:
         return
+    if weight is not None and reduction == "mean":
+        return  # a weighted mean divides by the weights' sum, not by a count of targets
     kept = (target.detach() != ignore).sum()
     w.ce.append([kept, int(target.numel()), REDUCTIONS[reduction]])
 
