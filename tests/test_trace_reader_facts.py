@@ -645,3 +645,31 @@ def test_an_evaluation_loader_is_not_taken_for_the_training_sampler(tmp_path, kb
     f = _facts(kb, _write(tmp_path / "train", ranks))
     assert f["uses_distributed_sampler"].value is True
 
+
+def _multistep(milestones: list[int], steps: int = 30) -> list[float]:
+    return [0.05 * 0.2 ** sum(s >= m for m in milestones) for s in range(steps)]
+
+
+@pytest.mark.parametrize(
+    ("cls", "lrs", "overran"),
+    [
+        ("MultiStepLR", _multistep([18, 25]), False),  # decays at 60 % and 85 % of the run
+        ("MultiStepLR", _multistep([3, 5]), True),  # milestones in epochs, stepped per batch
+        ("StepLR", _multistep([2]), True),  # step size counted in epochs: one early cut
+        ("MultiStepLR", _multistep([14]), False),  # the final rate held for 16 of 30 steps
+        ("MultiStepLR", _multistep([8]), True),  # for 22 of 30: planned for a shorter run
+        ("ReduceLROnPlateau", _multistep([3, 5]), False),  # the loss decides its cuts
+        # a cosine decay to zero stepped past its end sits at zero: the rule of the zero tail
+        ("CosineAnnealingLR", [0.05 * max(0.0, 1 - s / 10) for s in range(30)], True),
+    ],
+)
+def test_a_schedule_done_decaying_early(tmp_path, kb, cls, lrs, overran):  # type: ignore[no-untyped-def]
+    """A step decay planned for a shorter run takes its cuts in the first steps and holds its
+    final rate for most of the run; a healthy one cuts late."""
+    per_rank = {}
+    for rank in (0, 1):
+        steps = [_step(s, [[1.0, 1.0]]) | {"lr": [lr], "sch": 1} for s, lr in enumerate(lrs, 1)]
+        sched = {"k": "sched", "cls": cls, "primary": True, "by": "__main__.main"}
+        per_rank[rank] = [_start(rank), _wrap(), sched, *steps]
+    facts = _values(kb, _write(tmp_path / "t", per_rank))
+    assert facts.get("lr_schedule_overran") is overran

@@ -10,6 +10,14 @@ from ddpadvisor.evidence.trace.frameworks import scheduler_driver
 
 # Schedulers whose rate rises again by design.
 CYCLIC_SCHEDULERS = {"CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR"}
+# schedulers that cut the rate when a monitored value stops improving, not on a plan
+LOSS_DRIVEN_SCHEDULERS = {"ReduceLROnPlateau"}
+# a schedule done decaying holds its final rate (at most this share of its peak) for at least
+# this share of the run's optimizer steps: its plan was far shorter than the run. Healthy step
+# decays take their last cut at 60-90 % of training (ResNet's 30/60/80 of 90 epochs), cosine
+# and linear decays at the end, so the final rate holds for 40 % of a run at most.
+HELD_BELOW_PEAK = 0.5
+HELD_SHARE_OF_RUN = 0.6
 
 
 class ScheduleReader(Context):
@@ -63,8 +71,9 @@ class ScheduleReader(Context):
     def _lr_schedule_overran(self) -> None:
         """lr_schedule_overran (and lr_follows_intended_schedule false): under a scheduler that
         decays once (not a cyclic one), the rate the optimizer used rose again by more than
-        10 % after it had decayed, or sat at zero for the last fifth of the run or more; false
-        once a decay was seen and neither happened.
+        10 % after it had decayed, sat at zero for the last fifth of the run or more, or held
+        a final rate at most half its peak for the last 60 % of the run or more; false once a
+        decay was seen and none of these happened.
         CosineAnnealingLR, stepped past T_max, climbs back to its peak; a schedule whose
         length was counted in epochs or per process and is stepped per iteration restarts
         the same way."""
@@ -116,6 +125,31 @@ class ScheduleReader(Context):
                 f"step {at} and stayed there for the last {tail} of {len(lrs)} optimizer "
                 "steps: the schedule's total was shorter than the run (counted per process, "
                 "or in epochs, against the steps the optimizer took)",
+            )
+            return
+        # a step decay whose milestones (or step size) were counted in epochs and which is
+        # stepped per iteration takes every decay in the first few steps, then holds its
+        # final rate: held for most of the run, well below the peak. A rate cut by the loss
+        # itself (ReduceLROnPlateau) may settle early in a healthy run and says nothing.
+        held = 0
+        final = lrs[-1][1]
+        for _, lr in reversed(lrs):
+            if abs(lr - final) > 0.01 * max(final, 1e-12):
+                break
+            held += 1
+        if (
+            classes.isdisjoint(LOSS_DRIVEN_SCHEDULERS)
+            and final <= HELD_BELOW_PEAK * peak
+            and held >= 2
+            and held >= HELD_SHARE_OF_RUN * len(lrs)
+        ):
+            at = lrs[-held][0]
+            overran(
+                at,
+                f"the learning rate ({next(iter(classes))}) fell from {_fmt(peak)} to its final "
+                f"{_fmt(final)} by step {at} and held it for the last {held} of {len(lrs)} "
+                "optimizer steps: the schedule's decays were planned for a shorter run "
+                "(milestones or a step size counted in epochs, stepped per optimizer step)",
             )
             return
         self.add("lr_schedule_overran", False)
