@@ -338,6 +338,21 @@ def test_a_spike_every_rank_shares_is_no_single_rank_spike(tmp_path, kb):  # typ
     assert f["loss_spike_single_rank"].value is False
 
 
+def test_a_loss_around_zero_has_no_spikes(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """A policy-gradient loss wanders around zero: a step at +0.3 after steps near -0.1 is
+    no multiple of any level, so neither a spike nor one rank's spike is read."""
+    curve = [-0.12, -0.1, -0.15, -0.08, -0.11, -0.09, 0.3, -0.1, -0.12, -0.07, -0.1, -0.09]
+    ranks = {}
+    for r in (0, 1):
+        recs = [_start(r), _wrap()]
+        for s, v in enumerate(curve, start=1):
+            recs.append(_step(s, loss=v if (r == 1 or s != 7) else -0.1))
+        ranks[r] = recs
+    f = _facts(read_trace(kb, _write(tmp_path / "t", ranks)))
+    assert "loss_pattern" not in f
+    assert "loss_spike_single_rank" not in f
+
+
 def test_last_run_of_an_appended_file_is_read(tmp_path, kb):  # type: ignore[no-untyped-def]
     old = [_start(0), _step(1, syn=[False])]
     ranks = {0: old + _healthy_rank(0), 1: _healthy_rank(1)}

@@ -189,7 +189,10 @@ def _spike_indices(curve: list[float | None]) -> list[int]:
 def _loss_pattern(
     steps: list[int], curve: list[float | None]
 ) -> tuple[str | None, str | None, str | None]:
-    """A conservative reading of the loss curve: only nan, diverges or spikes, when clear."""
+    """A conservative reading of the loss curve: only nan, diverges or spikes, when clear.
+    Growth and spikes are ratios to the curve's own level, so they are read only on a curve
+    that stays above zero: a policy-gradient or adversarial loss around zero (or below it)
+    has no level to be a multiple of."""
     values = [v for v in curve if v is not None]
     if len(values) < 8:
         return None, None, None
@@ -200,6 +203,8 @@ def _loss_pattern(
             f"step {bad[0]}",
             f"the loss became {'NaN' if any(math.isnan(v) for v in values) else 'inf'} at step {bad[0]}",
         )
+    if min(values) <= 0:
+        return None, None, None
     q = max(2, len(values) // 4)
     head, tail = statistics.fmean(values[:q]), statistics.fmean(values[-q:])
     if tail > 2 * max(head, 1e-12) and values[-1] > values[len(values) // 2]:
