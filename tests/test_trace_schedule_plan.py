@@ -116,8 +116,23 @@ def test_fraction_of_the_schedule_run(tmp_path, kb, end, exception, fraction):  
     facts = {o.fact: o for o in read_trace(kb, _trace(tmp_path, end, exception)).observations}
     got = facts.get("lr_schedule_fraction_run")
     assert (got.value if got else None) == fraction
-    if fraction == 0.5:
-        assert "1/2 of it" in got.detail  # the length counted over the whole dataset
+    if fraction == 0.5:  # the length counted over the whole dataset
+        assert "the world size times the run" in got.detail
+
+
+@pytest.mark.parametrize(
+    ("planned", "counts"),
+    [
+        (72, True),  # W = 2 times the 36 steps taken: counted over the whole dataset
+        (74, True),  # within 5 %: a remainder of the dataset's length
+        (108, False),  # 3 times: no count of parallel work of this run
+        (40, None),  # the plan ran to 90 %: nothing to explain
+    ],
+)
+def test_a_plan_that_is_the_world_size_times_the_run(tmp_path, kb, planned, counts):  # type: ignore[no-untyped-def]
+    end = {"why": "exit", "plans": [["OneCycleLR", planned, 36, 36]]}
+    facts = {o.fact: o.value for o in read_trace(kb, _trace(tmp_path, end)).observations}
+    assert facts.get("lr_schedule_plan_counts_parallelism") is counts
 
 
 @pytest.mark.parametrize(("dsmod", "uses"), [(False, False), (True, None)])

@@ -180,14 +180,20 @@ class ScheduleReader(Context):
         cls, planned, taken = str(plans[-1][0]), plans[-1][1], plans[-1][2]
         fraction = taken / planned
         detail = f"{cls} was built for {planned} steps and took {taken} before the job ended"
+        multiple = None
         if fraction < 0.75:
             detail += f": {1 - fraction:.0%} of the schedule never ran"
-            if self.world > 1 and abs(fraction * self.world - 1) < 0.05:
-                detail += (
-                    f" (1/{self.world} of it: its length looks counted over the whole "
-                    "dataset, while each rank reads its own shard)"
-                )
+            multiple = _parallel_multiple(fraction, self.world, max(1, self.accum))
+            if multiple is not None:
+                detail += f" ({multiple}: its length looks counted {_COUNTED[multiple]})"
         self.add("lr_schedule_fraction_run", fraction, detail=detail)
+        if fraction < 0.75:
+            self.add(
+                "lr_schedule_plan_counts_parallelism",
+                multiple is not None,
+                detail=f"the plan is {planned / max(taken, 1):.3g} times the steps taken"
+                + (f", {multiple}" if multiple is not None else ""),
+            )
 
     def _first_group_lrs(self) -> list[tuple[int, float]] | None:
         """(step, learning rate of the first param group) at each of rank 0's optimizer steps;
@@ -235,3 +241,28 @@ class ScheduleReader(Context):
             detail=f"the learning rate rose from {_fmt(lrs[0])} to {_fmt(peak)} over the first "
             f"{warmup} optimizer steps",
         )
+
+
+_COUNTED = {
+    "the world size times the run": "over the whole dataset, while each rank reads its own shard",
+    "the accumulation steps times the run": "in micro-batches, while the optimizer steps once "
+    "per accumulation window",
+    "the world size times the accumulation steps times the run": "in micro-batches over the "
+    "whole dataset, while each rank reads its own shard and steps once per window",
+}
+
+
+def _parallel_multiple(fraction: float, world: int, accum: int) -> str | None:
+    """Which count of parallel work the plan's length over the run's equals, within 5 %:
+    W (counted over the whole dataset), k (counted in micro-batches) or W x k; None when it
+    is none of them. A plan counted that way is exactly that multiple of the run; a healthy
+    run stopped early lands on one of them only by chance."""
+    options = {
+        "the world size times the run": world,
+        "the accumulation steps times the run": accum,
+        "the world size times the accumulation steps times the run": world * accum,
+    }
+    for name, k in options.items():
+        if k > 1 and abs(fraction * k - 1) < 0.05:
+            return name
+    return None
