@@ -111,7 +111,7 @@ def test_torchrun_console_script_with_dash_m_and_late_torch(launches):  # type: 
     trace = launches["root"] / "torchrun"
     # 48 samples, 2 ranks, batches of 8: 3 optimizer steps per rank.
     assert _steps(trace) == {0: 3, 1: 3}
-    assert sorted(p.name for p in trace.glob("*.jsonl")) == ["rank0.jsonl", "rank1.jsonl"]
+    assert sorted(p.name for p in trace.glob("rank?.jsonl")) == ["rank0.jsonl", "rank1.jsonl"]
 
 
 @pytest.mark.slow
@@ -119,9 +119,17 @@ def test_spawned_dataloader_workers_load_the_agent_but_never_trace(launches):  #
     notes = [p.read_text() for p in launches["workers"].glob("worker*.txt")]
     assert len(notes) == 4  # 2 workers per rank
     assert set(notes) == {"True"}  # the agent is there, and still nothing but the ranks wrote
-    for path in (launches["root"] / "torchrun").glob("rank*.jsonl"):
+    trace = launches["root"] / "torchrun"
+    for path in trace.glob("rank?.jsonl"):
         starts = [line for line in path.read_text().splitlines() if '"k":"start"' in line]
         assert len(starts) == 1
+    # ... but the probe around worker_init_fn (pickled into the spawned workers): each rank's
+    # workers appended their fetches' generator digests, and nothing else
+    for rank in (0, 1):
+        lines = (trace / f"rank{rank}.workers.jsonl").read_text().splitlines()
+        kinds = {json.loads(line)["k"] for line in lines}
+        workers = {json.loads(line)["w"] for line in lines}
+        assert kinds == {"wfetch"} and workers == {0, 1}
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """The one spelling of per-rank file names: ``rank<R>.<suffix>`` in a run's folder.
 
-The trace agent writes ``rank<R>.jsonl`` (and ``.progress``, ``.stack``), a probe
+The trace agent writes ``rank<R>.jsonl`` (and ``.progress``, ``.stack``, its DataLoader
+workers ``.workers.jsonl``), a probe
 ``<probe>/rank<R>.json``. Every reader and the launchers' clean-up find them here.
 """
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 # A rank is a decimal without leading zeros, at most 7 digits (MAX_WORLD is 2**20).
 RANK = r"(0|[1-9][0-9]{0,6})"
-TRACE_SUFFIXES = ("jsonl", "progress", "stack", "progress.tmp")
+TRACE_SUFFIXES = ("jsonl", "progress", "stack", "progress.tmp", "workers.jsonl")
 _NAME = re.compile(rf"^rank{RANK}\.([a-z.]+)$")
 
 

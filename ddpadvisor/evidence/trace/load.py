@@ -191,6 +191,34 @@ def _index(trace: RankTrace, warnings: list[str]) -> None:
         ep["mod"] = mods.get(it, 1)
 
 
+WORKER_FILE_BYTES = 1 << 20  # a few short lines per worker of the first iterators
+
+
+def _read_worker_file(path: Path, trace: RankTrace, warnings: list[str]) -> None:
+    """The rank's DataLoader workers' records (``wfetch``, hooks/workers.py), added to its
+    trace; a missing file is no problem (no loader had workers), a bad line is skipped with
+    a warning."""
+    if not path.exists():
+        return
+    try:
+        raw, longer = _read_bounded(path, WORKER_FILE_BYTES)
+    except (InputError, OSError) as exc:
+        text = exc.one_line() if isinstance(exc, InputError) else f"{path}: {exc.strerror}"
+        warnings.append(f"{text}; the DataLoader workers' records are not used")
+        return
+    if longer:
+        warnings.append(f"{path}: longer than {WORKER_FILE_BYTES} bytes; the rest is not read")
+    bad = 0
+    for line in lines_of(raw):
+        rec = line.record
+        if line.problem is not None or fmt.problem(rec) is not None or rec.get("k") != "wfetch":
+            bad += 1
+            continue
+        trace.records.append(rec)
+    if bad:
+        warnings.append(f"{path}: {bad} unreadable worker record(s) skipped")
+
+
 META_BYTES = 1 << 20
 
 
@@ -243,6 +271,7 @@ def load_trace(folder: Path) -> tuple[list[RankTrace], dict[str, Any] | None, li
         if trace is None:
             rejected += 1
             continue
+        _read_worker_file(folder / f"rank{rank}.workers.jsonl", trace, warnings)
         ranks.append(trace)
     meta = _read_meta(folder / "meta.json", warnings)
     if not ranks and meta is None:

@@ -34,6 +34,12 @@ class RngReader(Context):
             if others:
                 detail += f" ({' and '.join(others)} generators differ across ranks)"
             self.add("rank_seeds_identical", not odd, detail=detail)
+        self._main_process_draws()
+        self._worker_draws()
+
+    def _main_process_draws(self) -> None:
+        """augmentation_rng_identical_across_ranks from the main process's generators around
+        each batch fetch (hooks/data.py)."""
         # Per batch fetch: each generator's state before and after (torch, python, numpy).
         # Generators from index 3 on are the job's own (hooks/data.py), found per iterator.
         fetches: dict[int, dict[tuple[int, int], tuple[list[str], list[str]]]] = {}
@@ -103,3 +109,56 @@ class RngReader(Context):
             if identical
             else None,
         )
+
+    def _worker_draws(self) -> None:
+        """augmentation_rng_identical_across_ranks from the DataLoader workers' generators
+        (hooks/workers.py): worker k of the i-th iterator with workers, on every rank, before
+        its first fetch that draws random numbers on every rank. The same state there on all
+        ranks is one stream replayed by all (whatever the samples); different states are
+        streams of their own. Stated true over the main process's reading (a pipeline whose
+        randomness lives in its workers draws nothing in the main process), false only where
+        that reading said nothing."""
+        per_rank: dict[int, dict[tuple[int, int, int], tuple[list[str], list[str]]]] = {}
+        for t in self.ranks:
+            table = {}
+            for r in t.kind("wfetch"):
+                b, a = r.get("b"), r.get("a")
+                if isinstance(b, list) and isinstance(a, list) and len(a) == len(b):
+                    table[(int(r["it"]), int(r["w"]), int(r["n"]))] = (b, a)
+            per_rank[t.rank] = table
+        if len(per_rank) < 2 or not all(per_rank.values()):
+            return
+        common = set.intersection(*(set(v) for v in per_rank.values()))
+        compared = same = 0
+        where = None
+        for it, w in sorted({(k[0], k[1]) for k in common}):
+            for n in sorted(k[2] for k in common if k[:2] == (it, w)):
+                rows = [per_rank[r][(it, w, n)] for r in per_rank]
+                width = min(len(b) for b, _ in rows)
+                drew = [g for g in range(width) if all(b[g] != a[g] for b, a in rows)]
+                if not drew:
+                    continue
+                compared += 1
+                if all(len({b[g] for b, _ in rows}) == 1 for g in drew):
+                    same += 1
+                    where = where or f"worker {w} of iterator {it}"
+                break  # the first fetch that draws on every rank decides for this worker
+        if compared < 2:
+            return
+        identical = same >= 0.9 * compared
+        if identical:
+            self.add(
+                "augmentation_rng_identical_across_ranks",
+                True,
+                where=where,
+                detail=f"{same} of {compared} DataLoader workers drew their random numbers from "
+                "a generator in the same state on every rank (the same worker number replays "
+                "one stream on all ranks)",
+            )
+        elif "augmentation_rng_identical_across_ranks" not in self.facts.out:
+            self.add(
+                "augmentation_rng_identical_across_ranks",
+                False,
+                detail=f"the DataLoader workers' random streams differ across ranks "
+                f"({compared - same} of {compared} compared)",
+            )

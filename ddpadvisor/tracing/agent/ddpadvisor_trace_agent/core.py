@@ -280,6 +280,7 @@ class Agent:
         self.sched_plans: dict[str, list[Any]] = {}
         self.sampler_ids: dict[int, int] = {}
         self.iterations = 0
+        self.worker_iterators = 0  # iterators whose workers were probed (hooks/workers.py)
         self.set_epoch_calls: dict[int, list[int]] = {}
         self.buffer_check_step: int | None = None
         self.final_done = False

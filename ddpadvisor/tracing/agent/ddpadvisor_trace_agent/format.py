@@ -149,6 +149,8 @@ KINDS: dict[str, dict[str, str]] = {
     "reg": {"kind": "str", "name": "str", "cls": "str", "s": "int"},
     "set_epoch": {"epoch": "any", "s": "int"},
     "iter": {"workers": "int", "s": "int"},
+    # rank<R>.workers.jsonl (hooks/workers.py): a DataLoader worker's generators around a fetch
+    "wfetch": {"it": "int", "w": "int", "n": "int", "b": "list[str]", "a": "list[str]"},
     "exception": {"type": "str", "msg": "str", "where": "str?", "s": "int"},
     "agent_error": {"part": "str", "error": "str", "at": "str"},
     "final": {"why": "str", "s": "int"},

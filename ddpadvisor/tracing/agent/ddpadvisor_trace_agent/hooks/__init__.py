@@ -22,6 +22,7 @@ from . import (
     modules,
     optim,
     output,
+    workers,
 )
 
 PATCHES: dict[str, ModuleType] = {
@@ -32,6 +33,7 @@ PATCHES: dict[str, ModuleType] = {
     "clip": clip,
     "amp": amp,
     "data": data,
+    "workers": workers,
     "modules": modules,
     "losses": losses,
     "output": output,
