@@ -106,6 +106,29 @@ def test_a_rank_feeding_another_ranks_batch_one_step_later_is_a_duplicate(tmp_pa
     assert f["batches_duplicated_across_ranks"].value is False
 
 
+def test_a_batch_changing_hands_between_epochs_is_no_duplicate(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """Fixed batches (length buckets) dealt to the ranks in a new order each epoch: rank 0
+    feeds in epoch 2 the batches rank 1 fed in epoch 1. Each DataLoader iterator (``iter``)
+    begins an epoch where no training sampler is recorded; within one epoch a batch fed by
+    both ranks is still a duplicate."""
+    bucket = {i: [float(i), float(i) * 7] for i in range(8)}
+    deal = {0: [0, 1, 2, 3, 4, 5, 6, 7], 1: [4, 5, 6, 7, 0, 1, 2, 3]}
+    ranks = {}
+    for r in (0, 1):
+        recs = [_start(r), _wrap(), {"k": "iter", "workers": 0, "s": 0}]
+        for s in range(1, 9):
+            if s == 5:
+                recs.append({"k": "iter", "workers": 0, "s": 4})
+            recs.append(_step(s, [bucket[deal[r][s - 1]]]))
+        ranks[r] = recs
+    f = _facts(kb, _write(tmp_path / "t", ranks))
+    assert f["batches_duplicated_across_ranks"].value is False
+    for r in (0, 1):  # one iterator for all eight steps: the same batches within one epoch
+        ranks[r] = [rec for rec in ranks[r] if rec.get("s") != 4 or rec["k"] != "iter"]
+    f = _facts(kb, _write(tmp_path / "t2", ranks))
+    assert f["batches_duplicated_across_ranks"].value is True
+
+
 def test_where_the_batches_came_from(tmp_path, kb):  # type: ignore[no-untyped-def]
     """A DataLoader's first fetch is recorded ("iter"); with none on any rank the batches
     came from elsewhere, and with the loader hook broken nothing is said."""
@@ -546,7 +569,7 @@ def _window_trace(divisor: str) -> dict[int, list[dict[str, Any]]]:
     a count: ``window`` the window's targets on both ranks times the world size, ``micro`` this
     micro-batch's targets on both ranks (times the world size, over the window length),
     ``own`` this rank's own window count, ``own_micro`` this rank's own micro-batch count (over
-the window length)."""
+    the window length)."""
     per_rank: dict[int, list[dict[str, Any]]] = {}
     for rank in (0, 1):
         recs: list[dict[str, Any]] = [_start(rank), _wrap()]

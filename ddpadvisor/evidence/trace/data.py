@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
+from collections.abc import Callable
 
 from ddpadvisor.evidence.trace.common import _covers, _fmt, _odd_ranks
 from ddpadvisor.evidence.trace.context import Context
-from ddpadvisor.evidence.trace.load import Record
+from ddpadvisor.evidence.trace.load import RankTrace, Record
 
 
 class DataReader(Context):
@@ -41,14 +43,20 @@ class DataReader(Context):
 
     def _batches(self) -> None:
         """Batches one rank fed that another rank fed too, at the same step or at any other
-        (a rank reading another rank's batches one step later is as wrong)."""
+        step of the same epoch (a rank reading another rank's batches one step later is as
+        wrong). Across epochs a batch may change hands: a sampler that deals fixed batches
+        (length buckets) to the ranks in a new order every epoch gives rank 0 this epoch a
+        batch rank 1 had in the last."""
         if len(self.ranks) < 2:
             return
-        seen: dict[str, dict[int, int]] = {}  # batch digest -> rank -> first step
+        epoch_of = {t.rank: self._epoch_of_steps(t) for t in self.ranks}
+        # batch digest -> rank -> epoch -> first step
+        seen: dict[str, dict[int, dict[int, int]]] = {}
         for t in self.ranks:
             for s, rec in sorted(t.steps.items()):
                 for d in rec.get("dig") or []:
-                    seen.setdefault(json.dumps(d), {}).setdefault(t.rank, s)
+                    by_epoch = seen.setdefault(json.dumps(d), {}).setdefault(t.rank, {})
+                    by_epoch.setdefault(epoch_of[t.rank](s), s)
         compared = 0
         dup = []
         for s in self.common_steps:
@@ -58,8 +66,13 @@ class DataReader(Context):
             compared += 1
             pairs = []
             for b, ds in sorted(digests.items()):
+                mine = epoch_of[b](s)
                 for d in ds or []:
-                    others = {a: at for a, at in seen.get(json.dumps(d), {}).items() if a != b}
+                    others = {
+                        a: eps[mine]
+                        for a, eps in seen.get(json.dumps(d), {}).items()
+                        if a != b and mine in eps
+                    }
                     if others:
                         a = min(others)
                         pairs.append((min(a, b), max(a, b), others[a]))
@@ -86,6 +99,24 @@ class DataReader(Context):
                 False,
                 detail=f"no shared batch in {compared} steps",
             )
+
+    def _epoch_of_steps(self, t: RankTrace) -> Callable[[int], int]:
+        """Step -> the number of the training sampler's epoch it was taken in. With no known
+        training sampler (a batch sampler of the job's own), every DataLoader iterator begins
+        a span (an evaluation loader's too: that only splits an epoch); with none, all steps
+        are one span (batches drawn by hand)."""
+        sid = self._train_sampler(t)
+        starts = sorted(
+            int(e.get("s") or 0) for e in t.epochs if sid is not None and e.get("sampler") == sid
+        )
+        if not starts:
+            starts = sorted(int(r.get("s") or 0) for r in t.kind("iter"))
+
+        def epoch(step: int) -> int:
+            # an epoch whose iteration began after k steps holds steps k+1 on
+            return max(0, bisect.bisect_left(starts, step) - 1)
+
+        return epoch
 
     def _tokens(self) -> None:
         """Per-rank target-token counts per step: what the classification losses kept (``ce``:
