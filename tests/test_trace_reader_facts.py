@@ -595,10 +595,13 @@ def _window_trace(divisor: str) -> dict[int, list[dict[str, Any]]]:
 @pytest.mark.parametrize(
     ("divisor", "normalised", "rank_ratio", "micro_ratio"),
     [
-        ("window", True, 1.0, None),
-        # micro-batch counts on both ranks 34/36, 35/29, 15/55, 18/23: 55/15 at the 90th pct
-        ("micro", False, None, (3.6, 3.7)),
-        ("own", False, (1.1, 3.0), None),
+        # one count for the window on all ranks: ranks and micro-batches weigh alike
+        ("window", True, 1.0, 1.0),
+        # micro-batch counts on both ranks 34/36, 35/29, 15/55, 18/23: 55/15 at the 90th pct;
+        # each over all ranks, so the ranks weigh alike
+        ("micro", False, 1.0, (3.6, 3.7)),
+        # this rank's window count: its micro-batches weigh alike, the ranks do not
+        ("own", False, (1.1, 3.0), 1.0),
         # each micro-batch over its own count on its rank: both weights unequal; rank 0's
         # window [4, 30] gives 7.5 at the 90th percentile of both ranks' windows
         ("own_micro", False, (1.1, 3.0), (7.4, 7.6)),

@@ -243,6 +243,7 @@ class DataReader(Context):
         world = len(self.ranks)
         verdicts: list[str | None] = []
         micro_spreads: list[float] = []
+        windowed = False  # some step's window held several micro-batches
         for s in self.common_steps:
             per_rank = [t.steps[s]["ce"] for t in self.ranks]
             factors = self.r0.steps[s].get("fac") or []
@@ -251,6 +252,7 @@ class DataReader(Context):
             kept = [[c[0] for c in calls] for calls in per_rank]
             mine = kept[self.ranks.index(self.r0)]
             n = len(mine)
+            windowed = windowed or n > 1
             micro_counts = [sum(k[i] for k in kept) for i in range(n)]
             window = sum(micro_counts)
             for i, f in enumerate(factors):
@@ -282,6 +284,8 @@ class DataReader(Context):
             detail = "the summed loss is divided by the targets kept on all ranks"
             self.add("loss_normalised_by_global_tokens", True, detail=detail)
             self._weight_ratio("rank_token_weight_ratio", 1.0, "ranks")
+            if windowed:  # one count for the whole window: its micro-batches weigh alike
+                self._weight_ratio("micro_batch_token_weight_ratio", 1.0, "micro-batches")
             hook = self.facts.out.get("uses_comm_hook")
             if verdicts[0] == "window_only" and not (hook is not None and hook.value):
                 self.add(
@@ -298,6 +302,8 @@ class DataReader(Context):
                 "count of kept targets, not the accumulation window's"
             )
             self.add("loss_normalised_by_global_tokens", False, detail=detail)
+            # each micro-batch's count over all ranks: the ranks' targets weigh alike
+            self._weight_ratio("rank_token_weight_ratio", 1.0, "ranks")
             if micro_spreads:  # none where every window held a micro-batch with no target
                 micro_spreads.sort()
                 at90 = min(len(micro_spreads) - 1, int(0.9 * len(micro_spreads)))
@@ -320,6 +326,8 @@ class DataReader(Context):
         detail = "the summed loss is divided by this rank's own count of kept targets"
         self.add("loss_normalised_by_global_tokens", False, detail=detail)
         self._weight_ratio("rank_token_weight_ratio", p90, "ranks")
+        if windowed:  # this rank's count over its whole window: its micro-batches weigh alike
+            self._weight_ratio("micro_batch_token_weight_ratio", 1.0, "micro-batches")
 
     def _samplers(self) -> None:
         per_rank: dict[int, list[Record]] = {}
