@@ -63,3 +63,6 @@ def _facts(kb: Any, folder: Path) -> dict[str, Any]:
 def test_the_jobs_own_generator_drawn_by_the_loop(tmp_path, kb, own, global_in_loop, identical):  # type: ignore[no-untyped-def]
     facts = _facts(kb, _trace(tmp_path, own, global_in_loop))
     assert facts.get("augmentation_rng_identical_across_ranks") is identical
+    # draws measured around the fetches are random augmentation (or noise) in use; no draw
+    # read says nothing of it (the trace never states false: it may have missed the draws)
+    assert facts.get("uses_random_augmentation") is (True if identical is not None else None)

@@ -99,6 +99,7 @@ def test_the_workers_streams_across_ranks(tmp_path, engine, streams, main, ident
     got = read_trace(engine.kb, _rank_files(tmp_path, streams, main))
     facts = {o.fact: o.value for o in got.observations}
     assert facts.get("augmentation_rng_identical_across_ranks") is identical
+    assert facts.get("uses_random_augmentation") is True  # the workers drew while fetching
     # the bad line is named, nothing else is lost
     assert any("unreadable worker record" in w for w in got.warnings)
 

@@ -100,6 +100,12 @@ class RngReader(Context):
         identical = len(same) >= 0.9 * len(draws)
         at = min(same) if same else None
         self.add(
+            "uses_random_augmentation",
+            True,
+            detail=f"every rank drew random numbers around {len(draws)} of {len(keys)} batch "
+            "fetches (the data pipeline, or the loop from a generator of its own)",
+        )
+        self.add(
             "augmentation_rng_identical_across_ranks",
             identical,
             where=f"step {at[0]}" if identical and at else None,
@@ -145,6 +151,11 @@ class RngReader(Context):
                 break  # the first fetch that draws on every rank decides for this worker
         if compared < 2:
             return
+        self.add(
+            "uses_random_augmentation",
+            True,
+            detail=f"{compared} DataLoader workers drew random numbers while fetching on every rank",
+        )
         identical = same >= 0.9 * compared
         if identical:
             self.add(
