@@ -126,6 +126,29 @@ def test_replica_divergence_names_tensor_rank_and_step(tmp_path, kb):  # type: i
     assert obs.detail == "replicas diverged at step 4: layers.1.weight (rank 1)"
 
 
+@pytest.mark.parametrize(
+    ("first", "unreduced", "changed"),
+    [
+        (0, [], True),  # differing before any step: changed on some ranks after the broadcast
+        (4, [], None),  # diverged in training: not said
+        (0, ["layers.1.weight"], None),  # a parameter DDP never held, never broadcast
+    ],
+)
+def test_replicas_differing_before_any_step_were_changed_after_the_wrap(  # type: ignore[no-untyped-def]
+    tmp_path, kb, first, unreduced, changed
+):
+    ranks = {r: _healthy_rank(r) for r in (0, 1)}
+    for r in (0, 1):
+        ranks[r].insert(2, _check(0, [[0.0, 2.0], [0.5, 0.25]], unreduced=unreduced))
+    for rec in ranks[1]:
+        if rec["k"] == "chk" and rec["s"] >= first:
+            rec["params"][1] = [0.5, 0.2500001]
+    f = _facts(read_trace(kb, _write(tmp_path / "t", ranks)))
+    assert f["param_checksums_match"].value is False
+    got = f.get("rank_conditional_state_change")
+    assert (got.value if got else None) is changed
+
+
 def test_nan_fingerprints_on_every_rank_are_not_a_divergence(tmp_path, kb):  # type: ignore[no-untyped-def]
     ranks = {r: _healthy_rank(r) for r in (0, 1)}
     for recs in ranks.values():

@@ -107,6 +107,32 @@ class ReplicasReader(Context):
             detail += f" and {more} more tensor{'s' if more > 1 else ''}"
         return where, detail
 
+    def _changed_before_any_step(self, diff: dict[str, Any], where: str) -> None:
+        """Replicas of a DDP model that differ before any optimizer step ran: the wrapper
+        broadcast rank 0's parameters when it was built, so something changed them on some
+        ranks after the wrap (a state dict loaded, a callback writing weights in place,
+        under a rank test). Said only where no recorded load decided it already."""
+        if diff.get("step") != 0 or not self.ddp:
+            return
+        if "rank_conditional_state_change" in self.facts.out:
+            return
+        # a parameter the wrapper does not hold (added after it was built) was never broadcast
+        unreduced = {
+            n for t in self.ranks for rec in t.checks.values() for n in rec.get("unreduced") or []
+        }
+        held = [(n, odd) for n, odd in diff["diffs"] if n not in unreduced]
+        if not held:
+            return
+        name, odd = held[0]
+        self.add(
+            "rank_conditional_state_change",
+            True,
+            where=where,
+            detail=f"the replicas already differed before the first optimizer step ({name}, "
+            f"{_ranks_text(odd)}), after DistributedDataParallel had broadcast rank 0's "
+            "parameters at wrapping: the weights were changed on some ranks after the wrap",
+        )
+
     def replicas(self) -> None:
         if len(self.ranks) < 2:
             return
@@ -120,6 +146,8 @@ class ReplicasReader(Context):
                 if diff:
                     where, detail = self._describe(diff, what)
                     self.add(fact, False, where=where, detail=detail)
+                    if cat == "params":
+                        self._changed_before_any_step(diff, where)
                 elif n:
                     self.add(fact, True, detail=f"identical on every rank at {n} checked steps")
             self._aux_models(checks)
