@@ -23,7 +23,7 @@ VOCAB = 30  # 0 = pad, 1 = start of line, 2..29 = characters
 
 
 class MarkovLines(Dataset):
-    """Lines of 6 to 40 characters from a fixed random Markov chain (the same on every rank)."""
+    """Lines of 4 to 80 characters from a fixed random Markov chain (the same on every rank)."""
 
     def __init__(self, n, seed, chain_seed=0):
         g = torch.Generator().manual_seed(chain_seed)
@@ -31,7 +31,7 @@ class MarkovLines(Dataset):
         g.manual_seed(seed)
         self.lines = []
         for _ in range(n):
-            length = int(torch.randint(6, 41, (1,), generator=g))
+            length = int(torch.randint(4, 81, (1,), generator=g))
             chars = [int(torch.randint(0, VOCAB - 2, (1,), generator=g))]
             for _ in range(length - 1):
                 chars.append(int(torch.multinomial(chain[chars[-1]], 1, generator=g)))
@@ -52,7 +52,7 @@ def collate(lines):
 
 
 class CharLSTM(nn.Module):
-    def __init__(self, emb=32, hidden=96, layers=2, dropout=0.1):
+    def __init__(self, emb=32, hidden=64, layers=2, dropout=0.1):
         super().__init__()
         self.embed = nn.Embedding(VOCAB, emb, padding_idx=PAD)
         self.rnn = nn.LSTM(emb, hidden, layers, batch_first=True, dropout=dropout)

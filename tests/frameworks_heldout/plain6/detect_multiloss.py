@@ -224,7 +224,7 @@ def main():
     detector = Detector(cfg)
     detector.backbone.load_state_dict(torch.load(backbone_path, map_location="cpu"))  # fmt: skip  # fault det_warm_rank0: -
     init_obj_prior(detector.obj_head, cfg["obj_prior"])  # fmt: skip  # fault det_prior_head_after_wrap: -
-    model = DDP(detector)  # fmt: skip  # fault det_warm_rank0: = || if rank == 0: || >model.module.backbone.load_state_dict(torch.load(backbone_path, map_location="cpu"))  # fault det_prior_head_after_wrap: = || model.module.obj_head = nn.Conv2d(cfg["width"], 1, 1) || init_obj_prior(model.module.obj_head, cfg["obj_prior"])
+    model = DDP(detector)  # fmt: skip  # fault det_warm_rank0: = || if rank == 0: || >model.module.backbone.load_state_dict(torch.load(backbone_path, map_location="cpu"))  # fault det_prior_head_after_wrap: model = DDP(detector, find_unused_parameters=True) || model.module.obj_head = nn.Conv2d(cfg["width"], 1, 1) || init_obj_prior(model.module.obj_head, cfg["obj_prior"])
 
     weights = dict(cfg["loss_weights"])  # fmt: skip  # fault det_weights_world: weights = {k: v * world for k, v in cfg["loss_weights"].items()}
     sampler = DistributedSampler(train_set, shuffle=True, seed=cfg["seed"])

@@ -102,7 +102,7 @@ def main():
     torch.manual_seed(args.seed)
 
     train_set, val_set = synth_keywords(192, seed=11), synth_keywords(64, seed=12)
-    train_sampler = DistributedSampler(train_set, shuffle=True, seed=args.seed)
+    train_sampler = DistributedSampler(train_set, shuffle=True, seed=args.seed)  # fmt: skip  # fault spk_sampler_rank_seed: train_sampler = DistributedSampler(train_set, shuffle=True, seed=args.seed + rank)
     train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=train_sampler)
     val_loader = DataLoader(
         val_set, batch_size=16, sampler=DistributedSampler(val_set, shuffle=False)
@@ -118,7 +118,7 @@ def main():
         steps_per_epoch=steps_per_epoch,
         pct_start=0.25,
     )
-    scaler = torch.amp.GradScaler("cpu")  # fmt: skip  # fault spk_no_scaler: scaler = torch.amp.GradScaler("cpu", enabled=torch.cuda.is_available())
+    scaler = torch.amp.GradScaler("cpu")
     aug_gen = torch.Generator().manual_seed(args.seed * 100 + rank)
 
     step = 0
