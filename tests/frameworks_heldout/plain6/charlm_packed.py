@@ -174,6 +174,7 @@ def main():
     )
 
     model = DDP(CharLSTM())
+    torch.manual_seed(1234 + 1000 * rank)  # per-rank dropout masks from here on
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.6)
     trainer = Trainer(model, optimizer, scheduler, args.accum, clip=0.5, log_every=4)

@@ -109,6 +109,8 @@ def main():
     )
 
     model = DDP(ConvKWS())
+    # the weights came from the shared seed (and DDP broadcast rank 0's); dropout masks should not
+    torch.manual_seed(args.seed * 1000 + rank)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.max_lr, weight_decay=0.01)
     steps_per_epoch = len(train_loader)  # fmt: skip  # fault spk_onecycle_dataset: steps_per_epoch = len(train_set) // args.batch_size
     scheduler = torch.optim.lr_scheduler.OneCycleLR(
