@@ -192,3 +192,31 @@ def test_a_print_reads_as_the_reading_it_fits_best() -> None:
 def test_a_chance_fit_does_not_cancel_a_whole_log(own, mean, rank0_only) -> None:  # type: ignore[no-untyped-def]
     p = printed.PrintedLoss(prints=own + mean, own=own, mean=mean)
     assert printed.verdict(p)["logs_rank0_only"] is rank0_only
+
+
+def test_micro_batch_shares_of_a_token_mean_print_as_their_total(tmp_path, kb):  # type: ignore[no-untyped-def]
+    """Each micro-batch's summed token loss divided by the window's tokens on all ranks over
+    the world size (a count that changes every step): a step's loss is the total of its two
+    micro-batch values, and the loop prints the mean over ranks of that total. With two
+    ranks and two micro-batches it equals the ranks' sum of the micro-batch mean: not a
+    summed log."""
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    vals = {r: {s: [0.9 + 0.05 * s + 0.1 * r, 1.1 - 0.02 * s + 0.07 * r] for s in range(1, 9)}
+            for r in (0, 1)}  # fmt: skip
+    for rank in (0, 1):
+        recs: list[dict[str, Any]] = [
+            {"k": "start", "v": 3, "rank": rank, "world": 2, "backend": "gloo"},
+            {"k": "wrap", "ddp": 0, "n_buffers": 0, "batchnorm": [], "dtypes": ["float32"]},
+        ]
+        for s in range(1, 9):
+            fac = 2 / (600 + 10 * s)
+            recs.append({"k": "step", "s": s, "loss": vals[rank][s], "fac": [fac, fac],
+                         "syn": [False, True], "lr": [0.1], "sch": 0})  # fmt: skip
+            if rank == 0 and s % 2 == 0:
+                totals = [sum(vals[r][k]) for r in (0, 1) for k in (s - 1, s)]
+                recs.append({"k": "out", "s": s, "b": 0, "n": [[round(sum(totals) / 4, 4), 4]]})
+        (folder / f"rank{rank}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    facts = _facts(kb, folder)
+    assert facts.get("logs_rank0_only") is False
+    assert "logged_loss_reduction_wrong" not in facts

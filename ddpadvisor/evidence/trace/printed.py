@@ -15,6 +15,7 @@ printed precision).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,31 @@ def _flat(t: RankTrace, world: int) -> tuple[list[float], list[float], dict[int,
                 raw.append(float(v) / fac if accumulation else float(v))
         ended[s] = len(raw)
     return raw, passed, ended
+
+
+def _shares_of_window(t: RankTrace) -> bool:
+    """Whether each micro-batch's loss reaches backward as a share of its window's: several
+    backwards per step, each after a constant factor that changes from step to step (a count
+    of the window's tokens), never 1 nor 1/(backwards in the window)."""
+    factors: set[float] = set()
+    windows = 0
+    for rec in t.steps.values():
+        facs = rec.get("fac") or []
+        losses = rec.get("loss") or []
+        if len(losses) > 1:
+            windows += 1
+        for f in facs:
+            if not isinstance(f, (int, float)) or not math.isfinite(f) or f <= 0:
+                return False
+            if abs(f - 1) < 1e-6 or (len(losses) > 1 and abs(f * len(losses) - 1) < 1e-6):
+                return False
+            factors.add(round(float(f), 12))
+    return windows >= 2 and len(factors) >= 2
+
+
+def _steps_within(ended: list[int], lo: int, hi: int) -> int:
+    """How many steps ended within positions (lo, hi] of a rank's micro-batch losses."""
+    return bisect.bisect_right(ended, hi) - bisect.bisect_right(ended, lo)
 
 
 class _Sums:
@@ -142,6 +168,8 @@ def read_printed(ranks: list[RankTrace]) -> PrintedLoss | None:
     world = len(ranks)
     raw0, passed0, ended0 = flats[0]
     prefix = [_Sums(raw) for raw, _, _ in flats]
+    ended_positions = sorted(set(ended0.values()))
+    shared = _shares_of_window(r0)
     epoch_starts = sorted(
         {ended0.get(int(e.get("s") or 0), -1) for e in r0.epochs if isinstance(e.get("s"), int)}
     )
@@ -180,6 +208,14 @@ def read_printed(ranks: list[RankTrace]) -> PrintedLoss | None:
             candidates["own"].append((name, vals[0]))
             candidates["mean"].append((name, sum(vals) / world))
             candidates["sum"].append((name, sum(vals)))
+            # micro-batch losses that are shares of their window's (each divided by the
+            # window's token count): a step's loss is their total, and the loop prints the
+            # mean of those totals over its steps
+            steps = _steps_within(ended_positions, lo, hi)
+            if shared and steps and (hi - lo) > steps:
+                totals = [v * (hi - lo) / steps for v in vals]
+                candidates["own"].append((name + ", step totals", totals[0]))
+                candidates["mean"].append((name + ", step totals", sum(totals) / world))
         if passed0[pos - 1] != raw0[pos - 1] and math.isfinite(passed0[pos - 1]):
             divided.append(("last, as passed to backward", passed0[pos - 1]))
         hits: dict[str, tuple[str, float, float]] = {}
