@@ -470,8 +470,10 @@ def test_what_a_token_loss_is_divided_by(tmp_path, kb, reduction, factor, normal
     unscaled = (
         isinstance(factor, dict) and normalised and factor[1] * (KEPT[0][0] + KEPT[1][0]) < 1.5
     )
-    # a factor of 1 is accounted for; a count or another constant leaves it open
-    expected = True if unscaled else False if factor == 1.0 else None
+    # a factor of 1 is accounted for, and so is the global count times the world size (the
+    # global token mean after the averaging); another count or constant leaves it open
+    scaled = isinstance(factor, dict) and normalised and not unscaled
+    expected = True if unscaled else False if factor == 1.0 or scaled else None
     assert facts.get("loss_divided_by_world_size") is expected
 
 

@@ -295,6 +295,16 @@ class DataReader(Context):
                     f"not multiplied back by the world size ({world}): the gradient averaging "
                     "divides by the world size a second time",
                 )
+            elif verdicts[0] == "window" and "loss_divided_by_world_size" not in self.facts.out:
+                # the whole constant before backward is world / (the window's targets on all
+                # ranks): the gradient averaging's division makes it the global token mean
+                self.add(
+                    "loss_divided_by_world_size",
+                    False,
+                    detail="the summed loss is divided by the targets kept on all ranks and "
+                    f"multiplied by the world size ({world}): after the gradient averaging, "
+                    "the global token mean",
+                )
             return
         if verdicts[0] == "micro":
             detail = (
