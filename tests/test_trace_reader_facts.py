@@ -635,7 +635,9 @@ def test_how_unequally_a_divisor_weighs_the_targets(  # type: ignore[no-untyped-
         ({7, 11}, {4, 9}, 0),  # probing again after growing back: healthy
         ({7, 8}, {4}, 1),  # a skip right after the probe: an overflow of its own
         ({7, 11}, {4}, 1),  # the second skip at a scale that never grew back
-        ({5}, set(), 1),  # a scale that never grew: no probe
+        ({5}, set(), 0),  # the run's first overflow, alone: the initial scale tested at last
+        ({5, 9}, set(), 1),  # a second one at a scale that never grew back: an overflow
+        ({5, 6}, set(), 2),  # skips in a row: overflows
     ],
 )
 def test_a_dynamic_loss_scale_probing_upwards_is_not_counted(tmp_path, kb, skips, grows, counted):  # type: ignore[no-untyped-def]

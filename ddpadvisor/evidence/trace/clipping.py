@@ -315,26 +315,39 @@ def _scale_probes(t: Any, bad: list[dict[str, Any]]) -> set[int]:
     a run of clean steps until one overflows, skips that step and lowers the scale, so a
     healthy fp16 run skips a step now and then. A skip is a probe when the step before it was
     clean and the scale it used (the previous step's) had grown since the previous skip (or
-    the start); skips in a row, or at a scale that never grew, are overflows of their own."""
+    the start), or when it is the run's first, alone between clean steps (the initial scale
+    tested for the first time); skips in a row, or a later one at a scale that never grew,
+    are overflows of their own."""
     wanted = {r["s"] for r in bad}
     probes: set[int] = set()
     low: float | None = None  # the lowest scale since the previous skip (its own included)
     prev: dict[str, Any] | None = None
-    for s in sorted(t.steps):
+    order = sorted(t.steps)
+    first_skip = True
+    for i, s in enumerate(order):
         rec = t.steps[s]
         scale = _scale_value(rec.get("scale"))
         if s in wanted:
             used = _scale_value(prev.get("scale")) if prev is not None else None
-            clean = (
-                prev is not None and not prev.get("skip") and (_scalar(prev.get("finf")) or 0) <= 0
-            )
+            clean = prev is not None and _clean(prev)
             if clean and used is not None and low is not None and used > low:
                 probes.add(s)
+            elif first_skip and clean and i + 1 < len(order) and _clean(t.steps[order[i + 1]]):
+                # the first overflow of the run, alone between clean steps: the initial scale
+                # (2**16 on purpose) had never been tested, and gradients that grew in the
+                # first steps test it now; the scaler halves it and goes on
+                probes.add(s)
+            first_skip = False
             low = scale
         elif scale is not None:
             low = scale if low is None else min(low, scale)
         prev = rec
     return probes
+
+
+def _clean(rec: dict[str, Any]) -> bool:
+    """A step the optimizer took with finite gradients (no skip, no inf found)."""
+    return not rec.get("skip") and (_scalar(rec.get("finf")) or 0) <= 0
 
 
 def _scale_value(raw: Any) -> float | None:
