@@ -14,7 +14,9 @@ with every part); bench/trace_overhead.py measures the per-step overhead properl
 Per case it prints the optimizer steps recorded per rank, traced vs plain wall time and the
 overhead, the top cause and score by each of the three ways, and whether the case meets the
 issue-11 bar (``cases.problems``). Per part it prints: correct runs with a confident false
-positive, faults ranked first by the trace, faults in the top 3 by ``--script``.
+positive, faults ranked first and in the top 3 by the trace, in the top 3 by ``--script``,
+and first and in the top 3 by both (what ``ddpadvisor --json --trace DIR`` does: the trace
+and a scan of the script it ran).
 A framework that is not installed is reported as skipped. --framework matches a folder name
 (hf_trainer, torch_stacks, ...) or the import name in cases.yaml (transformers, torch, ...).
 
@@ -235,6 +237,7 @@ def summary(part: str, rows: list[Row]) -> None:
     top3_script = sum(within(o.by_script, c, 3) for c, o in faults)
     top3_trace = sum(within(o.by_trace, c, 3) for c, o in faults)
     first_both = sum(within(o.by_both, c, 1) for c, o in faults)
+    top3_both = sum(within(o.by_both, c, 3) for c, o in faults)
     steps_ok = sum(len(o.steps) >= 2 and min(o.steps.values()) > 0 for _, o in ran)
     timed = [(o.seconds, r.plain_s) for r, o in ran if r.plain_rc == 0 and r.plain_s]
     traced = sum(t for t, _ in timed)
@@ -250,6 +253,7 @@ def summary(part: str, rows: list[Row]) -> None:
     print(f"  faults top-3 by --script: {ratio(top3_script, len(faults))}")
     print(f"  faults top-3 by trace: {ratio(top3_trace, len(faults))}")
     print(f"  faults first by both: {ratio(first_both, len(faults))}")
+    print(f"  faults top-3 by both: {ratio(top3_both, len(faults))}")
     if plain:
         print(
             f"  wall time, {len(timed)} cases: traced {traced:.0f} s, plain {plain:.0f} s "
