@@ -305,6 +305,30 @@ def test_loss_divided_by_world_size_only_where_the_factor_shows_it(  # type: ign
     assert (got.value if got else None) is divided
 
 
+@pytest.mark.parametrize(
+    ("fac", "fterms", "multiplied"),
+    [
+        (2.0, None, True),  # loss * world size on two ranks
+        (2.0, [3], True),  # (a + b + c) * 2: the factor shows it whatever the terms
+        (1.0, None, False),  # the loss as it is
+        (1.0, [3], None),  # three weighted terms: a weight times the world size is unseen
+    ],
+)
+def test_loss_multiplied_by_world_size_only_where_the_factor_shows_it(  # type: ignore[no-untyped-def]
+    tmp_path, kb, fac, fterms, multiplied
+):
+    ranks = {}
+    for r in (0, 1):
+        recs = [_start(r), _wrap()]
+        for s in range(1, 6):
+            extra = {"fterms": fterms} if fterms else {}
+            recs.append(_step(s, loss=[0.5], fac=[fac], syn=[True], **extra))
+        ranks[r] = recs
+    f = _facts(read_trace(kb, _write(tmp_path / "t", ranks)))
+    got = f.get("loss_multiplied_by_world_size")
+    assert (got.value if got else None) is multiplied
+
+
 def test_steps_without_sync_and_bypassed_wrapper(tmp_path, kb):  # type: ignore[no-untyped-def]
     ranks = {
         r: [_start(r), _wrap()] + [_step(s, syn=[False], byp=1) for s in range(1, 6)]

@@ -94,15 +94,18 @@ class AccumulationReader(Context):
                     f"the loss reaches backward with factor {_fmt(factor)} = world size / "
                     f"{accum} accumulation steps: multiplied by the world size, then divided"
                 )
-            self.add("loss_multiplied_by_world_size", scaled, detail=detail)
+            # the loss summed terms below the factor (``fterms``): a term multiplied inside
+            # (its weight times the world size) is unseen, so no factor found says nothing
+            terms = {n for r in steps for n in r.get("fterms") or []}
+            if scaled or not terms - {1}:
+                self.add("loss_multiplied_by_world_size", scaled, detail=detail)
             if not tensor_div:
                 # / world size (and / k with accumulation) on top of DDP's own average; a
                 # division by a token or sample tensor leaves the count unknown here
                 total = factor * max(accum, 1) * self.world
                 by_world = factor < 0.999 and abs(total - 1) < 1e-6
-                # the loss summed terms below the factor (``fterms``): a division inside one
-                # is unseen, and (a + b) / 2 averages two terms as much as it divides by W = 2
-                terms = {n for r in steps for n in r.get("fterms") or []}
+                # a division inside one of several terms is unseen too, and (a + b) / 2
+                # averages two terms as much as it divides by W = 2
                 if by_world and self.world not in terms:
                     per = f" / {accum} accumulation steps" if accum >= 2 else ""
                     detail = (
