@@ -332,7 +332,12 @@ def _scale_probes(t: Any, bad: list[dict[str, Any]]) -> set[int]:
             clean = prev is not None and _clean(prev)
             if clean and used is not None and low is not None and used > low:
                 probes.add(s)
-            elif first_skip and clean and i + 1 < len(order) and _clean(t.steps[order[i + 1]]):
+            elif (
+                first_skip
+                and all(_clean(t.steps[k]) for k in order[:i])
+                and i + 1 < len(order)
+                and _clean(t.steps[order[i + 1]])
+            ):
                 # the first overflow of the run, alone between clean steps: the initial scale
                 # (2**16 on purpose) had never been tested, and gradients that grew in the
                 # first steps test it now; the scaler halves it and goes on
