@@ -82,6 +82,18 @@ def len_(c: Call) -> Val:
     return a0.plain()
 
 
+@symbol("int")
+def int_(c: Call) -> Val | None:
+    """``int(x)`` of a forward pass's number: a count (episodes, correct predictions,
+    tokens), shown as a whole number; a loss is never shown that way. Like ``len``, it keeps
+    none of the loss's labels, so a count summed over the ranks is not a summed loss."""
+    a0 = c.a0
+    if a0 is None or c.node.keywords or len(c.args) != 1 or V.FWD not in a0.taint:
+        return None
+    kept = {t for t in a0.taint if not _loss_label(t)}
+    return Val(taint=frozenset(kept | {V.SIZE}))
+
+
 def _loss_label(t: str) -> bool:
     """A label a forward pass's value carries as a value (not as a count)."""
     return (
