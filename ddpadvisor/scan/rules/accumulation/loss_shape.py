@@ -21,6 +21,7 @@ def _token_signals(rc: RuleContext, dropped: list[str] | None = None) -> list[st
     found: list[tuple[str, int]] = []
     no_grad = rc.a.no_grad_functions
     modules = [rc.walk.sources.main, *rc.walk.sources.modules.values()]
+    ignore_names = {name for m in modules for name in _named_ignore_constants(m)}
     ran_funcs = {(c.file, c.line) for e in rc.a.events for c in e.ctx if isinstance(c, FuncCtx)}
     for m in modules:
         idx = m.index
@@ -39,16 +40,28 @@ def _token_signals(rc: RuleContext, dropped: list[str] | None = None) -> list[st
         for call, name, _ in idx.calls:
             if apis.last(name) in apis.PADDING_SIGNALS - {"pad"}:
                 out.append((m.label, call.lineno))
-        out.extend((m.label, s.lineno) for s in idx.strings if s.value == "attention_mask")
+        discarded = _discarded_call_args(m)
+        out.extend(
+            (m.label, s.lineno)
+            for s in idx.strings
+            if s.value == "attention_mask" and id(s) not in discarded
+        )
         # (``pad_token_id`` is not one: nearly every tokenizer or LM config names a pad token,
         # padded batches show as padding=, a collator, an attention mask or -100 labels.)
-        out.extend((m.label, a.lineno) for a in idx.attrs if a.attr == "attention_mask")
+        out.extend(
+            (m.label, a.lineno)
+            for a in idx.attrs
+            if a.attr == "attention_mask" and id(a) not in discarded
+        )
         model_inits = _model_constructors(rc, m)
+        named = _named_ignore_constants(m)
         out.extend(
             (m.label, u.lineno)
             for u in idx.neg100
             if not any(lo <= u.lineno <= hi for lo, hi in model_inits)
+            and u.lineno not in named.values()
         )
+        out.extend((m.label, line) for line in _ignore_constant_uses(m, ignore_names))
         out.extend((m.label, line) for line in _masked_with_ignore_index(m))
         out.extend((m.label, line) for line in _mask_normalised(m))
         if m is not rc.walk.sources.main:
@@ -62,6 +75,75 @@ def _token_signals(rc: RuleContext, dropped: list[str] | None = None) -> list[st
         found.extend(kept)
     found.sort(key=lambda w: (w[0] != rc.label, w[1]))
     return [f"{f}:{line}" for f, line in found]
+
+
+# Bare calls whose argument lives on: a backward or step uses it, a container keeps it.
+_KEEPS_ITS_ARGUMENT = {
+    "backward",
+    "manual_backward",
+    "step",
+    "append",
+    "extend",
+    "insert",
+    "add",
+    "update",
+    "put",
+    "setdefault",
+}
+
+
+def _discarded_call_args(m: Module) -> set[int]:
+    """id() of the nodes inside the arguments of calls whose result is thrown away (a bare
+    ``model(inputs["input_ids"], inputs["attention_mask"])``: a warm-up pass, FSDP's
+    initialisation forward), except ``backward``/``step`` calls: such a pass trains on
+    nothing, so its attention mask says nothing about the training batches."""
+    out: set[int] = set()
+    for stmt in ast.walk(m.tree):
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            continue
+        call = stmt.value
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _KEEPS_ITS_ARGUMENT:
+            continue
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            out.update(id(n) for n in ast.walk(arg))
+    return out
+
+
+def _named_ignore_constants(m: Module) -> dict[str, int]:
+    """Module-level constants bound to -100 (``IGNORE_INDEX = -100``) → their line. The
+    definition is no masking: the labels are masked where the name is written into them."""
+    out: dict[str, int] = {}
+    for stmt in m.tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.UnaryOp)
+            and isinstance(stmt.value.op, ast.USub)
+            and isinstance(stmt.value.operand, ast.Constant)
+            and type(stmt.value.operand.value) is int
+            and stmt.value.operand.value == 100
+        ):
+            out[stmt.targets[0].id] = stmt.lineno
+    return out
+
+
+def _ignore_constant_uses(m: Module, names: set[str]) -> list[int]:
+    """Lines that read such a constant (``labels[:n] = IGNORE_INDEX``,
+    ``pad_sequence(..., padding_value=constants.IGNORE_INDEX)``), except as a loss's
+    ``ignore_index=`` (which alone says nothing about padding)."""
+    if not names:
+        return []
+    skip = {id(kw.value) for kw in m.index.keywords if kw.arg == "ignore_index"}
+    lines = []
+    for node in ast.walk(m.tree):
+        if id(node) in skip or not isinstance(getattr(node, "ctx", None), ast.Load):
+            continue
+        if (isinstance(node, ast.Name) and node.id in names) or (
+            isinstance(node, ast.Attribute) and node.attr in names
+        ):
+            lines.append(node.lineno)
+    return lines
 
 
 def _model_constructors(rc: RuleContext, m: Module) -> list[tuple[int, int]]:
