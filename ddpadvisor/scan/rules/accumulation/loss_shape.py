@@ -6,6 +6,7 @@ from collections.abc import Callable
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import FuncCtx
+from ddpadvisor.scan.interp.frames import FuncRef
 from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
@@ -294,6 +295,8 @@ def loss_shape(rc: RuleContext) -> None:
             rc.emit("loss_reduction", "mean", b.where, "loss is a mean over the batch")
     dropped: list[str] = []
     signals = _token_signals(rc, dropped)
+    if not signals:
+        signals = _collate_pads(rc)
     if not signals and dropped:
         # only an evaluation (run without gradients) pads or masks its texts: the training
         # batches may or may not; neither value is read
@@ -406,6 +409,46 @@ def _loss_line(rc: RuleContext, loss: Val) -> str | None:
         if e.seq > fwd.seq + 40:
             break
     return fwd.where
+
+
+def _collate_pads(rc: RuleContext) -> list[str]:
+    """The training loader's ``collate_fn`` is the project's own (a function, or an object
+    whose class defines ``__call__``) and sizes the batch by its longest sample
+    (``max(x.size(1) for x in batch)``, ``max(len(x) ...)``): it pads by hand. The DataLoader
+    calls it, so the walk never runs it."""
+    loader = rc.training_loader()
+    fn = loader.kwargs.get("collate_fn") if loader is not None else None
+    if fn is None:
+        return []
+    node: ast.AST | None = None
+    label = ""
+    if isinstance(fn.const, FuncRef):
+        node, label = fn.const.node, fn.const.scope.module.label
+    else:
+        info = rc._class_of(rc.obj(fn))
+        found = info.find_method("__call__") if info is not None else None
+        if found is not None:
+            node, label = found[1], found[0].scope.module.label
+    if node is None:
+        return []
+    for sub in ast.walk(node):
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Name)
+            and sub.func.id == "max"
+            and any(_is_length(n) for a in sub.args for n in ast.walk(a))
+        ):
+            return [f"{label}:{sub.lineno}"]
+    return []
+
+
+def _is_length(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Name) and node.func.id == "len":
+            return True
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "size":
+            return True
+    return isinstance(node, ast.Attribute) and node.attr == "shape"
 
 
 def _data_from_elsewhere(rc: RuleContext) -> bool:
