@@ -319,6 +319,15 @@ def loss_shape(rc: RuleContext) -> None:
             "variable-length sequences not decided"
         )
         return
+    scorer = _sequence_scorer(rc) if signals else None
+    if scorer is not None:
+        # a reward model or classifier: one score per (padded) sequence, so the loss counts
+        # sequences, not a varying number of target tokens
+        rc.warn(
+            f"{signals[0]}: padding found, but the trained model scores whole sequences "
+            f"({scorer}); variable-length targets not decided"
+        )
+        return
     if signals:
         rc.emit(
             "variable_length_sequences",
@@ -391,6 +400,24 @@ def _dense_loss(rc: RuleContext, loss: Val) -> str | None:
         return None
     dense = sorted(names & DENSE_LOSSES)
     return dense[0] if dense else None
+
+
+def _sequence_scorer(rc: RuleContext) -> str | None:
+    """The trained models (wrapped for DDP, or handed to a Trainer; failing both, every model)
+    all give one output per sequence (``AutoModelForSequenceClassification``): where."""
+    models = rc.a.objs(V.MODEL)
+    handed = {
+        v.ref
+        for t in rc.a.objs(V.TRAINER)
+        for v in (t.kwargs.get("model"), *t.args[:1])
+        if v is not None and v.ref is not None
+    }
+    trained = [o for o in models if o.wrapped_by is not None or o.ref in handed] or models
+    if trained and all("ForSequenceClassification" in o.canon for o in trained):
+        return (
+            f"{apis.last(trained[0].canon.removesuffix('.from_pretrained'))} at {trained[0].where}"
+        )
+    return None
 
 
 def _loss_line(rc: RuleContext, loss: Val) -> str | None:
