@@ -834,20 +834,6 @@ class AccelerateView(FrameworkView):
     def scales_loss(self) -> bool:
         return True  # accelerate scales fp16 losses itself when its mixed precision asks for it
 
-    def shards_state(self) -> Said | Script:
-        if self.accelerator.extra.get("fabric"):
-            return SCRIPT  # Fabric's strategy is read where setup() wraps the model
-        for key in ("fsdp_plugin", "deepspeed_plugin", "deepspeed_plugins"):
-            val = self.accelerator.kwargs.get(key)
-            if val is not None and not (val.known and val.const is None):
-                return Open(f"{self.where}: Accelerator({key}=…); uses_fsdp_or_zero not decided")
-        # prepare() wraps the model by the launch's accelerate config (distributed_type
-        # MULTI_GPU, FSDP or DEEPSPEED, `accelerate launch --config_file`), not by the code
-        return Open(
-            f"{self.where}: accelerator.prepare() wraps the model as the launch's accelerate "
-            "config says (DDP, FSDP or DeepSpeed); uses_fsdp_or_zero not decided"
-        )
-
 
 def build(a: Analysis) -> FrameworkView | None:
     """The view of the framework that drives the job (``Analysis.framework``), or None for a

@@ -1,8 +1,7 @@
-"""A project's thin subclass of accelerate's Accelerator prepares the model: prepare() wraps
-it as the launch's accelerate config says (DDP, FSDP or DeepSpeed), which the code does not
-show; accumulate() and backward() are still accelerate's."""
-
-# scan-facts: uses_fsdp_or_zero=unknown hand_written_loop=true loss_divided_by_accum=true
+"""A project's thin subclass of accelerate's Accelerator prepares the model: prepare(),
+accumulate() and backward() are still accelerate's. With no accelerate config given, prepare()
+wraps in plain DDP (a config the run attaches decides instead: tests/test_scan_given.py)."""
+# scan-facts: uses_fsdp_or_zero=false hand_written_loop=true loss_divided_by_accum=true
 # scan-facts: uses_distributed_sampler=true
 import accelerate
 import torch
