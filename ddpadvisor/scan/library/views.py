@@ -23,6 +23,7 @@ it decides. Sources for what each framework does: :mod:`.hf_trainer` and :mod:`.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -300,6 +301,11 @@ class HFTrainerView(FrameworkView):
             return val, args.where
         if args.extra.get("from_cli"):
             return None, args.where  # set on the command line: library defaults are guesses
+        node = args.node
+        if isinstance(node, ast.Call) and any(k.arg is None for k in node.keywords):
+            # ``TrainingArguments(**kwargs)`` built from the run's config: a field not among
+            # the keys the scan read may be in the mapping; its default is only a fallback
+            return None, args.where
         return Val(const=None, taint=frozenset({"default"})), args.where
 
     def own_loss(self) -> hf_trainer.Decided | None:
