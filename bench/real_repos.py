@@ -26,7 +26,11 @@ says: fresh batches chosen and written by helpers who do not work on the scanner
 after batch 1's held-out part had been seen by those who do, batch 3 after batch 2 had been
 measured, batch 4 after batch 3 had been, batch 5 after batch 4 had been, batch 6 after
 batch 5 had been, batch 7 after batch 6 had been. Each YAML's ``part``
-must agree (the test checks).
+must agree (the test checks). Batches 1 to 6 have since been seen: batch 1's held-out part,
+then batches 2 to 6 each after its blind measurement, were studied by the scanner work (batch
+6 on 2026-12-07, after its two blind runs; see ``bench/real_repos/README.md``); their files
+keep ``part: held_out``, but their figures now measure code that work has read, and only a
+fresh batch written outside it (batch 7) measures the scan blind.
 Truth values and injections are never changed after a measurement except to fix a factual
 mistake (said in the commit body).
 

@@ -100,3 +100,14 @@ def test_a_given_count_decides_a_scheduler_stepped_on_every_micro_batch() -> Non
     assert scan_file(stepped, strict=True).value(RATIO) is None
     assert scan_file(stepped, strict=True, given={"grad_accum_steps": 4}).value(RATIO) == 4.0
     assert scan_file(stepped, strict=True, given={"grad_accum_steps": 8}).value(RATIO) == 8.0
+
+
+def test_an_attached_accelerate_config_decides_the_sharding_of_prepare() -> None:
+    """prepare() wraps as the launch's accelerate config says: with none given it is plain
+    DDP; a config the run gives (FSDP here) decides instead, and the scan states nothing that
+    would outrank it."""
+    script = fixture_path("accelerate_subclass.py")
+    assert scan_file(script, strict=True).value("uses_fsdp_or_zero") is False
+    given = scan_file(script, strict=True, given={"uses_fsdp_or_zero": True})
+    assert given.value("uses_fsdp_or_zero") is None
+    assert any("accelerate config" in w for w in given.warnings)

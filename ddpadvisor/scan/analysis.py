@@ -260,6 +260,14 @@ class Analysis:
         # the training loop); within one loop, the first backward (a GAN's D before its G).
         depth = max(len(b.loops()) for b in pool)
         deepest = [b for b in pool if len(b.loops()) == depth]
+        # A backward whose gradients reach an optimizer step on its path is a training one;
+        # one after the last step, zeroed before the next (a Hessian or curvature estimate
+        # every k steps) is an auxiliary pass, however late it runs.
+        stepped = [
+            b for b in deepest if any(s.seq > b.seq and _same_path(b, s) for s in self.opt_steps)
+        ]
+        if stepped:
+            deepest = stepped
         if depth == 0:
             return min(deepest, key=lambda b: b.seq)
         last_nest = max(deepest, key=lambda b: b.seq).loops()[-1]
@@ -758,3 +766,13 @@ def _scale(i: int, k: int, kk: int) -> int:
     if pos == k - 1:
         return window * kk + kk - 1
     return window * kk + min(pos, kk - 2)
+
+
+def _same_path(a: Event, b: Event) -> bool:
+    """Not in different branches of the same ``if``."""
+    for x in a.ctx:
+        if isinstance(x, CondCtx):
+            for y in b.ctx:
+                if isinstance(y, CondCtx) and y.node is x.node and y.branch != x.branch:
+                    return False
+    return True

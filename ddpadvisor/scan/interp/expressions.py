@@ -283,7 +283,16 @@ class Expressions(WalkerCore):
         if isinstance(op, (ast.Div, ast.FloorDiv)):
             if V.FWD in left.taint and right_node is not None and len(ops) < 8:
                 ops = (*ops, Op("div", right_node, right))
-            if V.WORLD in right.taint:
+            if (
+                V.WORLD in right.taint
+                and V.FWD in left.taint
+                and V.FWD not in right.taint
+                and V.MUL_WORLD in left.taint
+                and V.DIV_WORLD not in left.taint
+            ):
+                # (x * W) / W: the division undoes the multiplication; neither stays
+                taint = {t for t in taint if t != V.MUL_WORLD and not t.startswith("mulworld@")}
+            elif V.WORLD in right.taint:
                 taint.add(V.DIV_WORLD)
                 if at and V.FWD in left.taint:
                     taint.add(f"divworld@{at}")
@@ -339,7 +348,21 @@ class Expressions(WalkerCore):
                 # a mean over the batch times the batch's size: a sum over it
                 taint.discard(V.MEAN_RED)
                 taint.add(V.SUM_RED)
-            if V.FWD in fwd_side.taint and V.WORLD in other.taint and V.FWD not in other.taint:
+            if (
+                V.FWD in fwd_side.taint
+                and V.WORLD in other.taint
+                and V.FWD not in other.taint
+                and V.DIV_WORLD in fwd_side.taint
+                and V.MUL_WORLD not in fwd_side.taint
+            ):
+                # (x / W) * W (a Sinkhorn assignment normalised over the global batch, then
+                # scaled back): the multiplication undoes the division; neither stays
+                taint = {
+                    t
+                    for t in taint
+                    if t not in (V.DIV_WORLD, "double_div_world") and not t.startswith("divworld@")
+                }
+            elif V.FWD in fwd_side.taint and V.WORLD in other.taint and V.FWD not in other.taint:
                 taint.add(V.MUL_WORLD)
                 if at:
                     taint.add(f"mulworld@{at}")

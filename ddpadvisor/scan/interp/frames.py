@@ -143,6 +143,10 @@ class ClassInfo:
             name = apis.last(base)
             if name.endswith("Trainer") and base.split(".")[0] in ("transformers", "trl"):
                 return V.TRAINER
+            if name == "Accelerator" and base.split(".")[0] == "accelerate":
+                # the project's own Accelerator (a thin subclass): prepare(), accumulate(),
+                # backward() are accelerate's unless the class overrides them
+                return V.ACCELERATOR
             if name in ("Module", "LightningModule", "PreTrainedModel") or name.endswith("Model"):
                 return V.MODEL
             if name.endswith("Dataset"):

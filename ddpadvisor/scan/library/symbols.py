@@ -105,7 +105,19 @@ def _loss_label(t: str) -> bool:
 
 @symbol("next")
 def next_(c: Call) -> Val | None:
-    return c.w.element_of(c.a0, None) if c.a0 is not None else None
+    """``next(it)``: an item of what ``it`` iterates; on an object of a project class with a
+    ``__next__`` (an endless loader wrapper, a prefetcher), what that method returns."""
+    a0 = c.a0
+    if a0 is None:
+        return None
+    obj = c.w.obj(a0) if a0.ref is not None else None
+    info = obj.extra.get("class") if obj is not None else None
+    if isinstance(info, ClassInfo) and a0.kind not in (V.LOADER, V.DATASET):
+        found = info.find_method("__next__")
+        if found is not None:
+            ref = FuncRef(found[1], found[0].scope, None, owner=found[0])
+            return c.w.inline(ref, [], {}, a0, None, c.frame, c.ctx)
+    return c.w.element_of(a0, None)
 
 
 @symbol(names=apis.PASSTHROUGH)

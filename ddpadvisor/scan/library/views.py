@@ -23,6 +23,7 @@ it decides. Sources for what each framework does: :mod:`.hf_trainer` and :mod:`.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -300,6 +301,11 @@ class HFTrainerView(FrameworkView):
             return val, args.where
         if args.extra.get("from_cli"):
             return None, args.where  # set on the command line: library defaults are guesses
+        node = args.node
+        if isinstance(node, ast.Call) and any(k.arg is None for k in node.keywords):
+            # ``TrainingArguments(**kwargs)`` built from the run's config: a field not among
+            # the keys the scan read may be in the mapping; its default is only a fallback
+            return None, args.where
         return Val(const=None, taint=frozenset({"default"})), args.where
 
     def own_loss(self) -> hf_trainer.Decided | None:
@@ -367,7 +373,27 @@ class HFTrainerView(FrameworkView):
                 f"{self.where or self.label}: the training sampler is the trainer's own ({own}); "
                 "whether the epoch reaches it is not decided"
             )
+        stream = self._iterable_train_dataset()
+        if stream is not None:
+            return Open(
+                f"{self.where or self.label}: the training dataset is an IterableDataset "
+                f"({stream}): the Trainer has no sampler whose epoch it sets, and the class "
+                "has no set_epoch of its own; whether each pass reshuffles is not decided"
+            )
         return Answer(True, self.where, "HF Trainer calls set_epoch on its sampler each epoch")
+
+    def _iterable_train_dataset(self) -> str | None:
+        """The project's IterableDataset class the Trainer is handed as ``train_dataset``,
+        when it defines no ``set_epoch`` (the Trainer calls one on the dataset if it has it)."""
+        tr = self.trainer
+        val = tr.kwargs.get("train_dataset") if tr is not None else None
+        obj = self.a.objects.get(val.ref) if val is not None and val.ref is not None else None
+        info = class_of(obj)
+        if info is None or info.find_method("set_epoch") is not None:
+            return None
+        if any(apis.last(b) == "IterableDataset" for b in info.external_bases()):
+            return info.name
+        return None
 
     def accumulation(self) -> Accumulation:
         val, where = self.arg("gradient_accumulation_steps")

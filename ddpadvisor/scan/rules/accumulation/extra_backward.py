@@ -39,6 +39,11 @@ def extra_backward(rc: RuleContext) -> None:
     loop = a.step_loop
     if loop is None:
         return
+    step = a.main_step
+    if step is not None and step.loops() and step.loops()[-1] in b.ctx:
+        # one optimizer step's iteration: an auxiliary round in its own loop after the step
+        # (a Hessian estimate every k steps) belongs to the same step
+        loop = step.loops()[-1]
     same = [
         x
         for x in a.backwards
@@ -49,8 +54,10 @@ def extra_backward(rc: RuleContext) -> None:
     ddp_routed = [x for x in same if "route:ddp" in a.loss_of(x).taint]
     if not ddp_routed:
         return
-    first = ddp_routed[0]
-    for x in ddp_routed[1:]:
+    first = b if b in ddp_routed else ddp_routed[0]
+    for x in ddp_routed:
+        if x is first:
+            continue
         if exclusive(first, x):
             continue
         mine, theirs = _models_of(a, first), _models_of(a, x)
@@ -61,11 +68,23 @@ def extra_backward(rc: RuleContext) -> None:
             stepped
             and not _ddp_forwards(a, first) & _ddp_forwards(a, x)
             and set(x.conds()) <= set(first.conds())
+            and any(s.seq > x.seq and not exclusive(x, s) for s in a.opt_steps)
         ):
             # A later update's own pass (a GAN's generator loss through the discriminator
             # again, after the discriminator stepped): its own DDP forward, on every step the
-            # first runs, and the first backward's gradients were used up already.
+            # first runs, the first backward's gradients used up already, and an optimizer
+            # step of its own after it. A pass whose gradients feed no step (a Hessian or
+            # curvature estimate every k steps) is an auxiliary backward.
             continue
+        if a.step_loop is not None and a.step_loop not in x.ctx:
+            # A round of its own after the optimizer step (a Hessian estimate every k steps):
+            # an auxiliary pass, but the cause turns on whether ranks run it on the same
+            # steps, which no fact says yet; stating it alone would blame a symmetric design.
+            rc.warn(
+                f"{x.where}: another backward round through the DDP model after the optimizer "
+                f"step ({first.where} trains); extra backward passes not decided"
+            )
+            return
         rc.emit(
             fact,
             True,

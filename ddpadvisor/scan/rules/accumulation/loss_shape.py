@@ -6,6 +6,7 @@ from collections.abc import Callable
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
 from ddpadvisor.scan.context import FuncCtx
+from ddpadvisor.scan.interp.frames import FuncRef
 from ddpadvisor.scan.library.views import SCRIPT
 from ddpadvisor.scan.rules.base import RuleContext
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, not_in_excerpt, rule
@@ -21,6 +22,7 @@ def _token_signals(rc: RuleContext, dropped: list[str] | None = None) -> list[st
     found: list[tuple[str, int]] = []
     no_grad = rc.a.no_grad_functions
     modules = [rc.walk.sources.main, *rc.walk.sources.modules.values()]
+    ignore_names = {name for m in modules for name in _named_ignore_constants(m)}
     ran_funcs = {(c.file, c.line) for e in rc.a.events for c in e.ctx if isinstance(c, FuncCtx)}
     for m in modules:
         idx = m.index
@@ -39,16 +41,28 @@ def _token_signals(rc: RuleContext, dropped: list[str] | None = None) -> list[st
         for call, name, _ in idx.calls:
             if apis.last(name) in apis.PADDING_SIGNALS - {"pad"}:
                 out.append((m.label, call.lineno))
-        out.extend((m.label, s.lineno) for s in idx.strings if s.value == "attention_mask")
+        discarded = _discarded_call_args(m)
+        out.extend(
+            (m.label, s.lineno)
+            for s in idx.strings
+            if s.value == "attention_mask" and id(s) not in discarded
+        )
         # (``pad_token_id`` is not one: nearly every tokenizer or LM config names a pad token,
         # padded batches show as padding=, a collator, an attention mask or -100 labels.)
-        out.extend((m.label, a.lineno) for a in idx.attrs if a.attr == "attention_mask")
+        out.extend(
+            (m.label, a.lineno)
+            for a in idx.attrs
+            if a.attr == "attention_mask" and id(a) not in discarded
+        )
         model_inits = _model_constructors(rc, m)
+        named = _named_ignore_constants(m)
         out.extend(
             (m.label, u.lineno)
             for u in idx.neg100
             if not any(lo <= u.lineno <= hi for lo, hi in model_inits)
+            and u.lineno not in named.values()
         )
+        out.extend((m.label, line) for line in _ignore_constant_uses(m, ignore_names))
         out.extend((m.label, line) for line in _masked_with_ignore_index(m))
         out.extend((m.label, line) for line in _mask_normalised(m))
         if m is not rc.walk.sources.main:
@@ -62,6 +76,75 @@ def _token_signals(rc: RuleContext, dropped: list[str] | None = None) -> list[st
         found.extend(kept)
     found.sort(key=lambda w: (w[0] != rc.label, w[1]))
     return [f"{f}:{line}" for f, line in found]
+
+
+# Bare calls whose argument lives on: a backward or step uses it, a container keeps it.
+_KEEPS_ITS_ARGUMENT = {
+    "backward",
+    "manual_backward",
+    "step",
+    "append",
+    "extend",
+    "insert",
+    "add",
+    "update",
+    "put",
+    "setdefault",
+}
+
+
+def _discarded_call_args(m: Module) -> set[int]:
+    """id() of the nodes inside the arguments of calls whose result is thrown away (a bare
+    ``model(inputs["input_ids"], inputs["attention_mask"])``: a warm-up pass, FSDP's
+    initialisation forward), except ``backward``/``step`` calls: such a pass trains on
+    nothing, so its attention mask says nothing about the training batches."""
+    out: set[int] = set()
+    for stmt in ast.walk(m.tree):
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            continue
+        call = stmt.value
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _KEEPS_ITS_ARGUMENT:
+            continue
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            out.update(id(n) for n in ast.walk(arg))
+    return out
+
+
+def _named_ignore_constants(m: Module) -> dict[str, int]:
+    """Module-level constants bound to -100 (``IGNORE_INDEX = -100``) → their line. The
+    definition is no masking: the labels are masked where the name is written into them."""
+    out: dict[str, int] = {}
+    for stmt in m.tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.UnaryOp)
+            and isinstance(stmt.value.op, ast.USub)
+            and isinstance(stmt.value.operand, ast.Constant)
+            and type(stmt.value.operand.value) is int
+            and stmt.value.operand.value == 100
+        ):
+            out[stmt.targets[0].id] = stmt.lineno
+    return out
+
+
+def _ignore_constant_uses(m: Module, names: set[str]) -> list[int]:
+    """Lines that read such a constant (``labels[:n] = IGNORE_INDEX``,
+    ``pad_sequence(..., padding_value=constants.IGNORE_INDEX)``), except as a loss's
+    ``ignore_index=`` (which alone says nothing about padding)."""
+    if not names:
+        return []
+    skip = {id(kw.value) for kw in m.index.keywords if kw.arg == "ignore_index"}
+    lines = []
+    for node in ast.walk(m.tree):
+        if id(node) in skip or not isinstance(getattr(node, "ctx", None), ast.Load):
+            continue
+        if (isinstance(node, ast.Name) and node.id in names) or (
+            isinstance(node, ast.Attribute) and node.attr in names
+        ):
+            lines.append(node.lineno)
+    return lines
 
 
 def _model_constructors(rc: RuleContext, m: Module) -> list[tuple[int, int]]:
@@ -212,6 +295,8 @@ def loss_shape(rc: RuleContext) -> None:
             rc.emit("loss_reduction", "mean", b.where, "loss is a mean over the batch")
     dropped: list[str] = []
     signals = _token_signals(rc, dropped)
+    if not signals:
+        signals = _collate_pads(rc)
     if not signals and dropped:
         # only an evaluation (run without gradients) pads or masks its texts: the training
         # batches may or may not; neither value is read
@@ -232,6 +317,15 @@ def loss_shape(rc: RuleContext) -> None:
         rc.warn(
             f"{signals[0]}: padding found, but the trained loss is {dense} on dense outputs; "
             "variable-length sequences not decided"
+        )
+        return
+    scorer = _sequence_scorer(rc) if signals else None
+    if scorer is not None:
+        # a reward model or classifier: one score per (padded) sequence, so the loss counts
+        # sequences, not a varying number of target tokens
+        rc.warn(
+            f"{signals[0]}: padding found, but the trained model scores whole sequences "
+            f"({scorer}); variable-length targets not decided"
         )
         return
     if signals:
@@ -308,6 +402,24 @@ def _dense_loss(rc: RuleContext, loss: Val) -> str | None:
     return dense[0] if dense else None
 
 
+def _sequence_scorer(rc: RuleContext) -> str | None:
+    """The trained models (wrapped for DDP, or handed to a Trainer; failing both, every model)
+    all give one output per sequence (``AutoModelForSequenceClassification``): where."""
+    models = rc.a.objs(V.MODEL)
+    handed = {
+        v.ref
+        for t in rc.a.objs(V.TRAINER)
+        for v in (t.kwargs.get("model"), *t.args[:1])
+        if v is not None and v.ref is not None
+    }
+    trained = [o for o in models if o.wrapped_by is not None or o.ref in handed] or models
+    if trained and all("ForSequenceClassification" in o.canon for o in trained):
+        return (
+            f"{apis.last(trained[0].canon.removesuffix('.from_pretrained'))} at {trained[0].where}"
+        )
+    return None
+
+
 def _loss_line(rc: RuleContext, loss: Val) -> str | None:
     """Where the loss was reduced: the criterion call feeding the backward."""
     seqs = [int(t.split(":", 1)[1]) for t in loss.taint if t.startswith("fwdseq:")]
@@ -324,6 +436,46 @@ def _loss_line(rc: RuleContext, loss: Val) -> str | None:
         if e.seq > fwd.seq + 40:
             break
     return fwd.where
+
+
+def _collate_pads(rc: RuleContext) -> list[str]:
+    """The training loader's ``collate_fn`` is the project's own (a function, or an object
+    whose class defines ``__call__``) and sizes the batch by its longest sample
+    (``max(x.size(1) for x in batch)``, ``max(len(x) ...)``): it pads by hand. The DataLoader
+    calls it, so the walk never runs it."""
+    loader = rc.training_loader()
+    fn = loader.kwargs.get("collate_fn") if loader is not None else None
+    if fn is None:
+        return []
+    node: ast.AST | None = None
+    label = ""
+    if isinstance(fn.const, FuncRef):
+        node, label = fn.const.node, fn.const.scope.module.label
+    else:
+        info = rc._class_of(rc.obj(fn))
+        found = info.find_method("__call__") if info is not None else None
+        if found is not None:
+            node, label = found[1], found[0].scope.module.label
+    if node is None:
+        return []
+    for sub in ast.walk(node):
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Name)
+            and sub.func.id == "max"
+            and any(_is_length(n) for a in sub.args for n in ast.walk(a))
+        ):
+            return [f"{label}:{sub.lineno}"]
+    return []
+
+
+def _is_length(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Name) and node.func.id == "len":
+            return True
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "size":
+            return True
+    return isinstance(node, ast.Attribute) and node.attr == "shape"
 
 
 def _data_from_elsewhere(rc: RuleContext) -> bool:

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
+from ddpadvisor.scan.analysis import batch_refs
 from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.library.views import SCRIPT
-from ddpadvisor.scan.rules.base import RuleContext, cli_switched, const
+from ddpadvisor.scan.rules.base import KNOWN_HEADS, RuleContext, cli_switched, const
 from ddpadvisor.scan.rules.data._shared import _mentions_rank, _seed_calls
 from ddpadvisor.scan.rules.registry import not_in_excerpt, rule
 from ddpadvisor.scan.values import Obj
@@ -140,6 +141,35 @@ def data_sharding(rc: RuleContext) -> None:
             f"({loader.where}) may be right; sharding across data-parallel groups not decided"
         )
         return
+    fed = _fed_each_step(rc, loader, dataset)
+    if fed:
+        sharded = [o for o in fed if _shards(o)]
+        if len(sharded) == len(fed):
+            rc.emit(
+                fact,
+                True,
+                loader.where,
+                f"this DataLoader is rebuilt each step from what the rank computed on batches "
+                f"of the DataLoader at {sharded[0].where}, which is sharded across ranks",
+            )
+        else:
+            rc.warn(
+                f"{loader.where}: DataLoader rebuilt each step from batches of the DataLoader at "
+                f"{fed[0].where}; whether that one is sharded is not decided"
+            )
+        return
+    if loader.ref not in rc.a.training_loaders:
+        # The training loop was not seen reading this loader: a framework it is handed to
+        # (a Trainer built from a config, ``fit(model, loader)``) may put its own
+        # distributed sampler in (Lightning's Trainer does).
+        handed = _handed_on(rc, loader)
+        if handed:
+            rc.warn(
+                f"{loader.where}: DataLoader handed to {handed[0].name or 'a call'}() at "
+                f"{handed[0].where}, code the scan does not read, which may shard it; "
+                "sharding not decided"
+            )
+            return
     how = "DataLoader(shuffle=True)" if shuffle is True else "DataLoader"
     rc.emit(
         fact,
@@ -147,6 +177,56 @@ def data_sharding(rc: RuleContext) -> None:
         loader.where,
         f"{how} without a DistributedSampler: every rank reads the same batches ({loader.where})",
     )
+
+
+def _shards(loader: Obj) -> bool:
+    if loader.extra.get("accelerate"):
+        return True
+    return any(
+        v is not None and v.kind == V.DSAMPLER
+        for v in (loader.kwargs.get("sampler"), loader.kwargs.get("batch_sampler"))
+    )
+
+
+def _fed_each_step(rc: RuleContext, loader: Obj, dataset: Obj | None) -> list[Obj]:
+    """A DataLoader built inside the training loop over a dataset built there too (PPO's
+    rollouts, a replay buffer) holds what this rank computed in the step: its sharding is that
+    of the DataLoaders the enclosing loop reads. Those loaders, innermost loop first; empty
+    when the loader is not such a per-step buffer."""
+    b = rc.a.main_backward
+    made = rc.a.by_seq.get(loader.seq)
+    data = rc.a.by_seq.get(dataset.seq) if dataset is not None else None
+    if b is None or made is None or data is None:
+        return []
+    for loop in reversed(b.loops()):
+        if loop not in made.ctx or loop not in data.ctx:
+            continue
+        refs = set(rc.a.loop_loaders(loop))
+        for e in rc.a.events:  # batches taken in the loop (``next(endless_loader)``)
+            if e.result is not None and loop in e.ctx:
+                refs |= batch_refs(e.result)
+        refs.discard(loader.ref)
+        objs = [o for o in (rc.walk.objects.get(r) for r in sorted(refs)) if o is not None]
+        if objs:
+            return objs
+    return []
+
+
+def _handed_on(rc: RuleContext, loader: Obj) -> list[Event]:
+    """Calls into code the scan does not read that take the loader: a library's function, or a
+    method of an object the scan cannot name (``trainer.fit(model, loader)`` on a trainer built
+    from a config)."""
+    out = []
+    for e in rc.a.calls():
+        if e.name.startswith("local:"):
+            continue
+        if e.name.startswith(".") and e.recv is not None and e.recv.kind is not None:
+            continue  # a method of an object the scan knows (a list's append, a model's call)
+        if not e.name.startswith(".") and e.name.split(".")[0] in KNOWN_HEADS:
+            continue
+        if any(v.ref == loader.ref for v in [*e.args, *e.kwargs.values()]):
+            out.append(e)
+    return out
 
 
 # Calls that split the model over ranks (Megatron / fairscale model-parallel groups, PyTorch

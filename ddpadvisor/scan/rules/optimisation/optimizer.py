@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import ast
+
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
+from ddpadvisor.scan.context import Event
 from ddpadvisor.scan.library.views import SCRIPT, Optimizer
-from ddpadvisor.scan.rules.base import RuleContext, may_not_run, num
+from ddpadvisor.scan.rules.base import KNOWN_HEADS, RuleContext, may_not_run, num
 from ddpadvisor.scan.rules.registry import ANY_EXCERPT, rule
+from ddpadvisor.scan.values import Obj
 
 
 @rule(
@@ -29,6 +33,14 @@ def optimizer(rc: RuleContext) -> None:
         return
     fam = opt.extra.get("family")
     if fam is None:
+        return
+    wrapper = _wrapped_by_unread_class(rc, opt)
+    if wrapper is not None:
+        rc.warn(
+            f"{wrapper.where}: the {apis.last(opt.canon)} optimizer is wrapped by "
+            f"{apis.last(wrapper.name)}(), which the scan does not read (LARC, Lookahead, SAM "
+            "change the update); optimizer family not decided"
+        )
         return
     made = rc.a.by_seq.get(opt.seq)
     if made is not None and may_not_run(rc, made):
@@ -63,3 +75,26 @@ def optimizer(rc: RuleContext) -> None:
             return
     if betas.known and isinstance(betas.const, tuple) and len(betas.const) == 2:
         rc.emit("adam_beta2", float(betas.const[1]), opt.where, f"beta2={betas.const[1]}")
+
+
+def _wrapped_by_unread_class(rc: RuleContext, opt: Obj) -> Event | None:
+    """``optimizer = LARC(optimizer=optimizer, ...)``: the optimizer handed to a class the scan
+    does not read (not the project's, not a library it models), whose object replaces it."""
+    assigned = {
+        id(node.value)
+        for m in (rc.walk.sources.main, *rc.walk.sources.modules.values())
+        for node in ast.walk(m.tree)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], (ast.Name, ast.Attribute))
+    }
+    for e in rc.a.calls():
+        if e.seq <= opt.seq or id(e.node) not in assigned:
+            continue
+        if e.name.startswith(("local:", ".")) or e.name.split(".")[0] in KNOWN_HEADS:
+            continue
+        if not apis.last(e.name)[:1].isupper():
+            continue  # a function (``amp.initialize``) hands the optimizer back, not a wrapper
+        if any(v.ref == opt.ref for v in [*e.args, *e.kwargs.values()]):
+            return e
+    return None

@@ -25,6 +25,8 @@ def precision(rc: RuleContext) -> None:
     if rc.ds is not None:
         rc.warn(f"{rc.ds.where}: DeepSpeed config decides precision and loss scaling")
         return
+    if _apex_amp(rc):
+        return
     uses_lora = bool(rc._lora_evidence() or rc.lora_switched)  # adapters may be on
     casts: list[tuple[str, str]] = []
     switched: list[str] = []
@@ -170,6 +172,80 @@ def precision(rc: RuleContext) -> None:
         "no autocast and no half-precision cast around the forward",
     )
     _scaler(rc, "fp32")
+
+
+# apex.amp opt levels (NVIDIA apex docs, "opt-levels and properties"): O1 patches functions to
+# cast to fp16 around fp32 weights, O2 keeps fp16 weights with fp32 master copies that the
+# optimizer steps on, O3 is pure fp16; O1 and O2 scale the loss dynamically by default, O0 and
+# O3 with a static 1.0. https://nvidia.github.io/apex/amp.html#opt-levels
+_APEX_LEVELS = {"O0": "fp32", "O1": "fp16_amp", "O2": "fp16_amp", "O3": "pure_fp16"}
+_APEX_DYNAMIC = {"O1", "O2"}
+
+
+def _apex_amp(rc: RuleContext) -> bool:
+    """``apex.amp.initialize(model, optimizer, opt_level=...)`` sets the precision and, with
+    ``amp.scale_loss``, the loss scaling. Returns whether it decided (or left open) both."""
+    inits = [
+        e for e in rc.a.calls() if e.name.startswith("apex.") and e.name.endswith(".initialize")
+    ]
+    if not inits:
+        return False
+    e = inits[0]
+    node = e.node
+    level_val = e.kwargs.get("opt_level")
+    if level_val is None and isinstance(node, ast.Call) and len(e.args) > 2:
+        level_val = e.args[2]
+    level = level_val.const if level_val is not None and level_val.known else None
+    if level_val is None:
+        level = "O1"  # amp.initialize's default opt_level
+    if (
+        not isinstance(level, str)
+        or level not in _APEX_LEVELS
+        or V.ARGDEFAULT in (level_val.taint if level_val is not None else ())
+    ):
+        rc.warn(f"{e.where}: apex amp opt_level set at run time; precision not decided")
+        return True
+    if may_not_run(rc, e):
+        rc.warn(
+            f"{e.where}: apex amp.initialize(opt_level={level!r}) runs only under an option; "
+            "precision and loss scaling not decided"
+        )
+        return True
+    rc.emit("precision", _APEX_LEVELS[level], e.where, f"apex amp opt_level {level}")
+    scale = e.kwargs.get("loss_scale")
+    scaled = [
+        c for c in rc.a.calls() if c.name.startswith("apex.") and c.name.endswith(".scale_loss")
+    ]
+    if not scaled:
+        if rc.a.main_backward is not None:
+            rc.emit(
+                "uses_grad_scaler",
+                False,
+                rc.a.main_backward.where,
+                "apex amp without amp.scale_loss: the backward is not scaled",
+            )
+        return True
+    if scale is None:
+        dynamic = level in _APEX_DYNAMIC
+        rc.emit(
+            "uses_grad_scaler",
+            dynamic,
+            scaled[0].where,
+            f"apex amp.scale_loss with opt_level {level}'s default loss scale "
+            + ("(dynamic)" if dynamic else "(a static 1.0: no scaling)"),
+        )
+    elif scale.known and scale.const == "dynamic":
+        rc.emit("uses_grad_scaler", True, scaled[0].where, "apex amp dynamic loss scaling")
+    elif scale.known and isinstance(scale.const, (int, float)) and V.ARGDEFAULT not in scale.taint:
+        rc.emit(
+            "uses_grad_scaler",
+            float(scale.const) != 1.0,
+            scaled[0].where,
+            f"apex amp static loss scale {scale.const}",
+        )
+    else:
+        rc.warn(f"{e.where}: apex amp loss_scale set at run time; loss scaling not decided")
+    return True
 
 
 def _param_data_assigns(rc: RuleContext, models: list[Obj]) -> list[Event]:

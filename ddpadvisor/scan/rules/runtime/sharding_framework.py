@@ -24,6 +24,14 @@ def sharding_framework(rc: RuleContext) -> None:
     if said is not SCRIPT:
         rc.say(fact, said)
         return
+    if fw is not None and fw.name == "accelerate" and fact in rc.given:
+        # prepare() wraps the model as the run's accelerate config says (FSDP, DeepSpeed or
+        # DDP), and the run gave that config: it decides, not prepare()'s default reading
+        rc.warn(
+            f"{fw.where}: accelerator.prepare() wraps the model as the run's accelerate "
+            "config says; uses_fsdp_or_zero is the config's"
+        )
+        return
     ds = rc.ds
     if ds is not None:
         stage = _zero_stage(ds)
