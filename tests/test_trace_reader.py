@@ -279,6 +279,19 @@ def test_accumulation_facts_from_loss_factor_and_zeroing(tmp_path, kb):  # type:
     assert f["scheduler_steps_per_optimizer_step"].value == 4.0
 
 
+def _factor_facts(tmp_path, kb, fac, fterms):  # type: ignore[no-untyped-def]
+    """Two ranks, five steps whose loss reaches backward with factor ``fac`` over a sum of
+    ``fterms`` terms (None: one term); the facts the trace reads."""
+    ranks = {}
+    for r in (0, 1):
+        recs = [_start(r), _wrap()]
+        for s in range(1, 6):
+            extra = {"fterms": fterms} if fterms else {}
+            recs.append(_step(s, loss=[0.5], fac=[fac], syn=[True], **extra))
+        ranks[r] = recs
+    return _facts(read_trace(kb, _write(tmp_path / "t", ranks)))
+
+
 @pytest.mark.parametrize(
     ("fac", "fterms", "divided"),
     [
@@ -293,15 +306,7 @@ def test_accumulation_facts_from_loss_factor_and_zeroing(tmp_path, kb):  # type:
 def test_loss_divided_by_world_size_only_where_the_factor_shows_it(  # type: ignore[no-untyped-def]
     tmp_path, kb, fac, fterms, divided
 ):
-    ranks = {}
-    for r in (0, 1):
-        recs = [_start(r), _wrap()]
-        for s in range(1, 6):
-            extra = {"fterms": fterms} if fterms else {}
-            recs.append(_step(s, loss=[0.5], fac=[fac], syn=[True], **extra))
-        ranks[r] = recs
-    f = _facts(read_trace(kb, _write(tmp_path / "t", ranks)))
-    got = f.get("loss_divided_by_world_size")
+    got = _factor_facts(tmp_path, kb, fac, fterms).get("loss_divided_by_world_size")
     assert (got.value if got else None) is divided
 
 
@@ -317,15 +322,7 @@ def test_loss_divided_by_world_size_only_where_the_factor_shows_it(  # type: ign
 def test_loss_multiplied_by_world_size_only_where_the_factor_shows_it(  # type: ignore[no-untyped-def]
     tmp_path, kb, fac, fterms, multiplied
 ):
-    ranks = {}
-    for r in (0, 1):
-        recs = [_start(r), _wrap()]
-        for s in range(1, 6):
-            extra = {"fterms": fterms} if fterms else {}
-            recs.append(_step(s, loss=[0.5], fac=[fac], syn=[True], **extra))
-        ranks[r] = recs
-    f = _facts(read_trace(kb, _write(tmp_path / "t", ranks)))
-    got = f.get("loss_multiplied_by_world_size")
+    got = _factor_facts(tmp_path, kb, fac, fterms).get("loss_multiplied_by_world_size")
     assert (got.value if got else None) is multiplied
 
 
