@@ -264,7 +264,7 @@ class Analysis:
         # one after the last step, zeroed before the next (a Hessian or curvature estimate
         # every k steps) is an auxiliary pass, however late it runs.
         stepped = [
-            b for b in deepest if any(s.seq > b.seq and _same_path(b, s) for s in self.opt_steps)
+            b for b in deepest if any(s.seq > b.seq and not exclusive(b, s) for s in self.opt_steps)
         ]
         if stepped:
             deepest = stepped
@@ -768,11 +768,11 @@ def _scale(i: int, k: int, kk: int) -> int:
     return window * kk + min(pos, kk - 2)
 
 
-def _same_path(a: Event, b: Event) -> bool:
-    """Not in different branches of the same ``if``."""
+def exclusive(a: Event, b: Event) -> bool:
+    """Two events in different branches of the same ``if``."""
     for x in a.ctx:
         if isinstance(x, CondCtx):
             for y in b.ctx:
                 if isinstance(y, CondCtx) and y.node is x.node and y.branch != x.branch:
-                    return False
-    return True
+                    return True
+    return False

@@ -17,7 +17,7 @@ from functools import cached_property
 
 from ddpadvisor.scan import apis
 from ddpadvisor.scan import values as V
-from ddpadvisor.scan.analysis import Accum, Analysis, eval_at, text
+from ddpadvisor.scan.analysis import Accum, Analysis, eval_at, exclusive, text
 from ddpadvisor.scan.context import CondCtx, Event, FuncCtx, LoopCtx
 from ddpadvisor.scan.evaluate import free_names
 from ddpadvisor.scan.interp import ClassInfo, WalkResult
@@ -595,16 +595,6 @@ def default_runs(e: Event) -> bool:
     )
 
 
-def exclusive(a: Event, b: Event) -> bool:
-    """Two events in different branches of the same ``if``."""
-    for x in a.ctx:
-        if isinstance(x, CondCtx):
-            for y in b.ctx:
-                if isinstance(y, CondCtx) and y.node is x.node and y.branch != x.branch:
-                    return True
-    return False
-
-
 def kw_node(node: ast.AST | None, name: str) -> ast.expr | None:
     if not isinstance(node, ast.Call):
         return None
@@ -623,4 +613,4 @@ def names_the_count(t: str, value: object, accum: Accum) -> bool:
     )
 
 
-__all__ = ["Finding", "RuleContext", "eval_at"]
+__all__ = ["Finding", "RuleContext", "eval_at", "exclusive"]
